@@ -1,0 +1,106 @@
+"""Specialist registry: build specialists from config blocks, by import string or entry point.
+
+A config block names a class either as ``package.module:Class`` or as the name of an entry
+point in the ``complement.specialists`` group; its ``options`` become keyword arguments.
+Swapping a specialist is a YAML edit, never a code change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Iterator
+
+from router.errors import ConfigError, Unavailable
+from specialists.base import Specialist
+
+if TYPE_CHECKING:
+    from fastapi import Request
+
+    from router.config import SpecialistConfig
+
+__all__ = ["Registry", "load_class", "specialist_for"]
+
+ENTRY_POINT_GROUP = "complement.specialists"
+log = logging.getLogger(__name__)
+
+
+def load_class(ref: str, *, where: str = "class") -> type[Specialist]:
+    """Resolve ``module:Class`` or an entry-point name to a Specialist subclass."""
+    if ":" in ref:
+        module_name, _, attr = ref.partition(":")
+        try:
+            obj: Any = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{where}: cannot import {ref!r}: {exc}") from exc
+    else:
+        matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == ref]
+        if not matches:
+            raise ConfigError(
+                f"{where}: {ref!r} is neither 'package.module:Class' nor an entry point "
+                f"in the {ENTRY_POINT_GROUP!r} group"
+            )
+        obj = matches[0].load()
+    if not (isinstance(obj, type) and issubclass(obj, Specialist)):
+        raise ConfigError(f"{where}: {ref!r} is not a subclass of specialists.base.Specialist")
+    return obj
+
+
+class Registry:
+    """The specialists one server runs, by config name."""
+
+    def __init__(self, specialists: dict[str, Specialist] | None = None) -> None:
+        self._by_name: dict[str, Specialist] = dict(specialists or {})
+        self.errors: dict[str, str] = {}
+
+    @classmethod
+    def from_config(cls, blocks: dict[str, "SpecialistConfig"]) -> "Registry":
+        built: dict[str, Specialist] = {}
+        for name, block in blocks.items():
+            if not block.enabled:
+                continue
+            klass = load_class(block.class_, where=f"specialists.{name}.class")
+            try:
+                built[name] = klass(**block.options)
+            except TypeError as exc:
+                raise ConfigError(f"specialists.{name}.options: {exc}") from exc
+        return cls(built)
+
+    def setup_all(self) -> None:
+        """Load every specialist; one that fails is reported as not ready, not fatal."""
+        for name, spec in self._by_name.items():
+            try:
+                spec.setup()
+            except Exception as exc:  # a broken model file must not take the server down
+                log.exception("specialist %s failed to load", name)
+                self.errors[name] = f"{type(exc).__name__}: {exc}"
+
+    def get(self, name: str) -> Specialist:
+        if name in self.errors:
+            raise Unavailable(f"specialist {name!r} failed to load: {self.errors[name]}")
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise Unavailable(f"no specialist named {name!r} is configured; add it under "
+                              f"'specialists:' in the config") from None
+
+    def by_kind(self, kind: str) -> Specialist:
+        """The first configured specialist of a kind (``tab``, ``apply``, ``retrieval``)."""
+        for name, spec in self._by_name.items():
+            if spec.kind == kind:
+                return self.get(name)
+        raise Unavailable(f"no specialist of kind {kind!r} is configured; add one under "
+                          f"'specialists:' in the config")
+
+    def __iter__(self) -> Iterator[tuple[str, Specialist]]:
+        return iter(self._by_name.items())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+
+def specialist_for(request: "Request", kind: str) -> Specialist:
+    """For endpoint code: the running server's specialist of ``kind`` (503 if none)."""
+    registry: Registry = request.app.state.registry
+    return registry.by_kind(kind)
