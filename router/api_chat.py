@@ -1,0 +1,195 @@
+"""``POST /v1/chat/completions``: OpenAI-compatible, streaming and not, through a route.
+
+Every response says which route and model served it, what it cost and how long it took:
+in ``x-complement-*`` headers and in a ``complement`` field of the body that OpenAI
+clients ignore (for streams, in the last chunk before ``[DONE]``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, AsyncIterator, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from router.errors import BadRequest, ComplementError, UnknownRoute
+from router.frontier import translate
+from router.routing import RouteOutcome
+
+__all__ = ["ChatRequest", "router"]
+
+router = APIRouter()
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[Any] | None = None
+
+
+class ChatRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    stream: bool = False
+
+
+async def parse_json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw:
+        raise BadRequest("the request body is empty; send a JSON object")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+
+
+def validation_error(exc: ValidationError) -> BadRequest:
+    err = exc.errors()[0]
+    param = ".".join(str(p) for p in err["loc"])
+    more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
+    return BadRequest(f"{param or 'body'}: {err['msg']}{more}", param=param or None)
+
+
+def _route_headers(out: RouteOutcome, latency_s: float | None) -> dict[str, str]:
+    headers = {"x-complement-route": out.route, "x-complement-model": out.target}
+    if latency_s is not None:
+        headers["x-complement-latency-ms"] = f"{latency_s * 1000:.1f}"
+        headers["x-complement-cost-usd"] = ("unknown" if out.cost_usd is None
+                                            else f"{out.cost_usd:.8f}")
+    return headers
+
+
+def _complement_field(request: Request, out: RouteOutcome, latency_s: float) -> dict[str, Any]:
+    models = request.app.state.config.models
+    provider_model = models[out.target].model if out.target in models else None
+    return {"route": out.route, "model": out.target, "provider_model": provider_model,
+            "cost_usd": out.cost_usd, "latency_ms": round(latency_s * 1000, 3),
+            "trace": out.trace_dicts()}
+
+
+def _completion_body(out: RouteOutcome) -> dict[str, Any]:
+    if out.response is not None:
+        body = out.response.model_dump(exclude_none=True)
+        body = {k: v for k, v in body.items() if k in _OPENAI_KEYS}
+        body["model"] = out.target
+        return body
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion",
+            "created": int(time.time()), "model": out.target,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": out.text or ""}}],
+            "usage": usage}
+
+
+_OPENAI_KEYS = {"id", "object", "created", "model", "choices", "usage", "system_fingerprint",
+                "service_tier"}
+
+
+@router.post("/v1/chat/completions", response_model=None)
+async def chat_completions(request: Request) -> Response:
+    state = request.app.state
+    started = time.monotonic()
+    try:
+        chat = ChatRequest.model_validate(await parse_json_body(request))
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    if chat.model not in state.config.routes:
+        raise UnknownRoute(f"unknown route {chat.model!r}; use one of "
+                           f"{sorted(state.config.routes)} (GET /v1/models lists them)",
+                           param="model")
+    messages = [m.model_dump(exclude_none=True) for m in chat.messages]
+    params = dict(chat.model_extra or {})
+    wants_usage = bool((params.pop("stream_options", None) or {}).get("include_usage"))
+    try:
+        out = await state.router.run(chat.model, messages, params, stream=chat.stream)
+    except ComplementError as exc:
+        state.metrics.observe(chat.model, "none", exc.status_code,
+                              time.monotonic() - started, None)
+        raise
+    if chat.stream:
+        headers = _route_headers(out, None)
+        return StreamingResponse(_sse(request, out, started, wants_usage),
+                                 media_type="text/event-stream", headers=headers)
+    latency = time.monotonic() - started
+    body = _completion_body(out)
+    body["complement"] = _complement_field(request, out, latency)
+    state.metrics.observe(out.route, out.target, 200, latency, out.cost_usd, out.trace)
+    return JSONResponse(body, headers=_route_headers(out, latency))
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _chunk_dict(chunk: Any, model: str) -> dict[str, Any]:
+    body = chunk.model_dump(exclude_none=True)
+    body = {k: v for k, v in body.items() if k in _OPENAI_KEYS}
+    body["object"] = "chat.completion.chunk"
+    body["model"] = model
+    for choice in body.get("choices", []):
+        delta = choice.get("delta") or {}
+        choice["delta"] = {k: v for k, v in delta.items()
+                           if k in ("role", "content", "tool_calls", "refusal")}
+    return body
+
+
+async def _sse(request: Request, out: RouteOutcome, started: float,
+               wants_usage: bool) -> AsyncIterator[bytes]:
+    """Relay the stream; on a mid-stream failure send an error event, never a half answer
+    passed off as whole."""
+    state = request.app.state
+    usage: dict[str, int] = {}
+    status = 200
+    if out.stream is None:  # buffered (a specialist, or a verified cascade): one chunk
+        for body in _buffered_chunks(out):
+            yield _event(body)
+    else:
+        handle = out.stream
+        try:
+            yield _event(_chunk_dict(handle.first, out.target))
+            async for chunk in handle.rest:
+                body = _chunk_dict(chunk, out.target)
+                if body.get("usage"):
+                    usage = body["usage"]
+                    if not wants_usage:
+                        body.pop("usage")
+                        if not body.get("choices"):
+                            continue
+                yield _event(body)
+        except Exception as exc:  # upstream broke mid-stream: tell the client, in band
+            error = translate(exc, out.target)
+            status = 502
+            yield _event(error.to_openai())
+        finally:
+            closer = getattr(handle.rest, "aclose", None)
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:  # the upstream connection is already gone
+                    pass
+        if usage:
+            out.cost_usd = (out.cost_usd or 0.0) + (state.router.frontier.cost_usd(
+                out.target, usage.get("prompt_tokens", 0),
+                usage.get("completion_tokens", 0)) or 0.0)
+    latency = time.monotonic() - started
+    yield _event({"id": "complement-summary", "object": "chat.completion.chunk",
+                  "created": int(time.time()), "model": out.target, "choices": [],
+                  "complement": _complement_field(request, out, latency)})
+    yield b"data: [DONE]\n\n"
+    state.metrics.observe(out.route, out.target, status, latency, out.cost_usd, out.trace)
+
+
+def _buffered_chunks(out: RouteOutcome) -> list[dict[str, Any]]:
+    base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": out.target}
+    return [
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant",
+                                                     "content": out.text or ""},
+                              "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]

@@ -1,0 +1,53 @@
+"""``/v1/models``, ``/healthz``, ``/readyz``, ``/metrics``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+__all__ = ["router"]
+
+router = APIRouter()
+_CREATED = int(time.time())
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    """Routes are the models clients ask for; each says whether it can answer now."""
+    state = request.app.state
+    data = []
+    for name, route in state.config.routes.items():
+        reasons = state.router.live_reasons(name)
+        data.append({"id": name, "object": "model", "created": _CREATED,
+                     "owned_by": "complement", "policy": route.policy,
+                     "targets": route.targets, "live": not reasons,
+                     "why_not": reasons or None, "description": route.description})
+    return {"object": "list", "data": data}
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None)
+async def readyz(request: Request) -> Response:
+    registry = request.app.state.registry
+    specialists = {}
+    for name, spec in registry:
+        if name in registry.errors:
+            specialists[name] = {"ok": False, "error": registry.errors[name]}
+        else:
+            specialists[name] = spec.health()
+    ok = all(s.get("ok", False) for s in specialists.values())
+    return JSONResponse({"status": "ready" if ok else "not ready", "specialists": specialists},
+                        status_code=200 if ok else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    body, content_type = request.app.state.metrics.render()
+    return Response(body, media_type=content_type)

@@ -1,0 +1,149 @@
+"""The ``complement`` command: serve, check config, diagnose, and each area's commands."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Callable, Sequence
+
+from router.errors import ConfigError
+
+__all__ = ["build_parser", "main"]
+
+#: Areas that add subcommands through ``register(subparsers)``.
+AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli")
+
+
+def _config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", "-c", metavar="FILE",
+                        help="YAML config (default: configs/default.yaml)")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from router.app import create_app
+    from router.config import load_config
+
+    config = load_config(args.config)
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if overrides:
+        from pydantic import ValidationError
+
+        from router.config import ServerConfig
+
+        try:
+            config.server = ServerConfig.model_validate({**config.server.model_dump(),
+                                                         **overrides})
+        except ValidationError as exc:
+            raise ConfigError(f"--host/--port: {exc.errors()[0]['msg']}") from None
+    app = create_app(config)
+    print(f"complement: serving on http://{config.server.host}:{config.server.port} "
+          f"(routes: {', '.join(config.routes) or 'none'}; specialists: "
+          f"{', '.join(config.specialists) or 'none'})", flush=True)
+    uvicorn.run(app, host=config.server.host, port=config.server.port,
+                log_level=args.log_level, access_log=args.log_level == "debug")
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    from router.config import load_config
+    from router.registry import load_class
+
+    config = load_config(args.file)
+    for name, block in config.specialists.items():
+        load_class(block.class_, where=f"specialists.{name}.class")
+    print(f"{args.file}: ok — {len(config.routes)} routes, {len(config.models)} models, "
+          f"{len(config.specialists)} specialists")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from router.config import load_config
+    from router.frontier import FrontierClient
+    from router.registry import Registry
+    from router.routing import Router
+
+    config = load_config(args.config)
+    registry = Registry.from_config(config.specialists)
+    if not args.skip_load:
+        registry.setup_all()
+    router = Router(config.routes, FrontierClient(config.models, config.frontier,
+                                                  config.env_refs), registry)
+    print("specialists:")
+    for name, spec in registry:
+        status = f"FAILED: {registry.errors[name]}" if name in registry.errors else \
+            f"ok (kind {spec.kind}, version {spec.version})"
+        print(f"  {name:<14} {status}")
+    print("routes:")
+    live = 0
+    for name, route in config.routes.items():
+        reasons = router.live_reasons(name)
+        live += not reasons
+        state = "live" if not reasons else "NOT LIVE — " + "; ".join(reasons)
+        print(f"  {name:<14} {route.policy:<8} {' → '.join(route.targets)}: {state}")
+    print(f"{live} of {len(config.routes)} routes live")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="complement",
+        description="Route coding-tool work between frontier models and small specialists.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="start the OpenAI-compatible API server")
+    _config_arg(serve)
+    serve.add_argument("--host", help="bind address (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
+    serve.add_argument("--log-level", default="info",
+                       choices=["critical", "error", "warning", "info", "debug"])
+    serve.set_defaults(func=cmd_serve)
+
+    config = sub.add_parser("config", help="work with config files")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    check = config_sub.add_parser("check", help="validate a config file without starting")
+    check.add_argument("file", help="YAML config to validate")
+    check.set_defaults(func=cmd_config_check)
+
+    doctor = sub.add_parser("doctor", help="say which routes and specialists are live, and why not")
+    _config_arg(doctor)
+    doctor.add_argument("--skip-load", action="store_true",
+                        help="do not load specialist models (faster; load errors not shown)")
+    doctor.set_defaults(func=cmd_doctor)
+
+    for module_name in AREA_CLIS:
+        register = _area_register(module_name)
+        if register is not None:
+            register(sub)
+    return parser
+
+
+def _area_register(module_name: str) -> Callable[[argparse._SubParsersAction], None] | None:
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            return None
+        raise
+    return getattr(module, "register", None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"complement: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Config: YAML, ``${VAR}`` / ``${VAR:-default}`` interpolation, validated by pydantic.
+
+A section is a registry key and its keys are constructor arguments. A typo fails at load
+with the key path and the offending value, never later at request time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from router.errors import ConfigError
+
+__all__ = [
+    "BudgetConfig",
+    "CircuitConfig",
+    "Config",
+    "FrontierConfig",
+    "ModelConfig",
+    "RetryConfig",
+    "RouteConfig",
+    "ServerConfig",
+    "SpecialistConfig",
+    "VerifierConfig",
+    "default_config_path",
+    "load_config",
+]
+
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ServerConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    api_keys: list[str] = Field(default_factory=list)
+    """Accepted bearer tokens. Empty means no auth, which is allowed on loopback only."""
+    max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+
+    @model_validator(mode="after")
+    def _keys_off_loopback(self) -> "ServerConfig":
+        keys = [k for k in self.api_keys if k]
+        self.api_keys = keys
+        if not keys and not is_loopback(self.host):
+            raise ValueError(
+                f"server.api_keys is empty but server.host is {self.host!r}: auth may be off "
+                "only on loopback; list at least one key (e.g. ${COMPLEMENT_API_KEY})"
+            )
+        return self
+
+
+class RetryConfig(_Strict):
+    attempts: int = Field(3, ge=1, le=20)
+    """Tries per model, the first included."""
+    backoff_initial_s: float = Field(0.5, ge=0)
+    backoff_max_s: float = Field(8.0, ge=0)
+    retry_after_max_s: float = Field(30.0, ge=0)
+    """A provider's Retry-After above this is not waited for: the next fallback is tried."""
+
+
+class CircuitConfig(_Strict):
+    failure_threshold: int = Field(5, ge=1)
+    """Consecutive failed calls that open a model's circuit."""
+    reset_after_s: float = Field(30.0, ge=0)
+    """How long an open circuit refuses calls before one probe is let through."""
+
+
+class FrontierConfig(_Strict):
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+    circuit: CircuitConfig = Field(default_factory=CircuitConfig)
+
+
+class ModelConfig(_Strict):
+    """One frontier deployment, called through litellm."""
+
+    model: str
+    """litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-sonnet-4-5``."""
+    api_key: str | None = None
+    api_base: str | None = None
+    requires_key: bool = True
+    """False for local servers (Ollama, vLLM) that take no key."""
+    timeout_s: float = Field(60.0, gt=0)
+    input_cost_per_token: float | None = Field(None, ge=0)
+    output_cost_per_token: float | None = Field(None, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Extra keyword arguments for ``litellm.acompletion`` (temperature, headers, ...)."""
+
+
+class VerifierConfig(_Strict):
+    kind: Literal["nonempty", "json", "regex", "python"]
+    pattern: str | None = None
+
+    @model_validator(mode="after")
+    def _pattern(self) -> "VerifierConfig":
+        if self.kind == "regex":
+            if not self.pattern:
+                raise ValueError("a regex verifier needs 'pattern'")
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern {self.pattern!r} is not a valid regex: {exc}") from exc
+        return self
+
+
+class BudgetConfig(_Strict):
+    max_cost_usd: float | None = Field(None, gt=0)
+    """Upper bound on one request's spend, counted across retries and fallbacks."""
+    latency_s: float | None = Field(None, gt=0)
+    """Wall-clock budget for one request; the remaining part caps each call's timeout."""
+
+
+class RouteConfig(_Strict):
+    policy: Literal["fixed", "cascade"] = "fixed"
+    targets: list[str] = Field(min_length=1)
+    """fixed: first target, the rest are fallbacks. cascade: cheapest first, escalate."""
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    verify: list[VerifierConfig] = Field(default_factory=list)
+    description: str = ""
+
+
+class SpecialistConfig(_Strict):
+    class_: str = Field(alias="class")
+    """``package.module:Class`` or an entry point name in ``complement.specialists``."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class Config(_Strict):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    data_dir: str = "~/.complement"
+    frontier: FrontierConfig = Field(default_factory=FrontierConfig)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    routes: dict[str, RouteConfig] = Field(default_factory=dict)
+    specialists: dict[str, SpecialistConfig] = Field(default_factory=dict)
+    env_refs: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
+    """Which environment variables each key path was read from (for messages)."""
+
+    @field_validator("routes")
+    @classmethod
+    def _route_names(cls, routes: dict[str, RouteConfig]) -> dict[str, RouteConfig]:
+        for name in routes:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", name):
+                raise ValueError(f"route name {name!r} may hold only letters, digits and ._:/-")
+        return routes
+
+    @model_validator(mode="after")
+    def _targets_exist(self) -> "Config":
+        for name, route in self.routes.items():
+            for i, target in enumerate(route.targets):
+                if target not in self.models and target not in self.specialists:
+                    known = sorted(self.models) + sorted(self.specialists)
+                    raise ValueError(
+                        f"routes.{name}.targets.{i}: {target!r} is neither a model under "
+                        f"'models:' nor a specialist under 'specialists:' (known: {known})"
+                    )
+        return self
+
+    def data_path(self) -> Path:
+        return Path(os.path.expanduser(self.data_dir))
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_config_path() -> Path:
+    """``./configs/default.yaml`` if present, else the one beside this package's checkout."""
+    local = Path("configs/default.yaml")
+    if local.is_file():
+        return local
+    return Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+
+
+def _interpolate(node: Any, path: str, env: dict[str, str], refs: dict[str, list[str]]) -> Any:
+    if isinstance(node, dict):
+        return {k: _interpolate(v, f"{path}.{k}" if path else str(k), env, refs)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_interpolate(v, f"{path}.{i}", env, refs) for i, v in enumerate(node)]
+    if not isinstance(node, str) or "$" not in node:
+        return node
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        var, default = m.group(1), m.group(2)
+        refs.setdefault(path, []).append(var)
+        if var in env:
+            return env[var]
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: environment variable {var} is not set; set it or "
+                          f"write ${{{var}:-default}}")
+
+    return _VAR.sub(sub, node)
+
+
+def _format_validation(exc: ValidationError, source: str) -> str:
+    lines = [f"invalid config {source}:"]
+    for err in exc.errors():
+        msg = err["msg"].removeprefix("Value error, ")
+        loc = ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        shown = "" if isinstance(value, (dict, list)) else f" (got {value!r})"
+        lines.append(f"  {loc}: {msg}{shown}" if loc else f"  {msg}")
+    return "\n".join(lines)
+
+
+def parse_config(data: Any, *, source: str = "<config>",
+                 env: dict[str, str] | None = None) -> Config:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid config {source}: the top level must be a mapping, "
+                          f"got {type(data).__name__}")
+    refs: dict[str, list[str]] = {}
+    resolved = _interpolate(data, "", dict(os.environ) if env is None else env, refs)
+    try:
+        config = Config.model_validate(resolved)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, source)) from None
+    config.env_refs = refs
+    return config
+
+
+def load_config(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> Config:
+    """Read, interpolate and validate a YAML config; ``ConfigError`` says what and where."""
+    p = Path(path) if path is not None else default_config_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(p)!r} not found; pass --config FILE") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {str(p)!r}: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {str(p)!r} is not valid YAML: {exc}") from exc
+    return parse_config(data, source=repr(str(p)), env=env)

@@ -1,0 +1,40 @@
+"""Prometheus metrics, one registry per app (no module-level state tests cannot replace)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("complement_requests_total", "Requests by route, model, status",
+                                ["route", "model", "status"], registry=self.registry)
+        self.latency = Histogram("complement_request_latency_seconds",
+                                 "End-to-end latency by route and model", ["route", "model"],
+                                 buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30,
+                                          60, 120), registry=self.registry)
+        self.cost = Counter("complement_cost_usd_total", "Spend in USD by route and model",
+                            ["route", "model"], registry=self.registry)
+        self.fallbacks = Counter("complement_escalations_total",
+                                 "Targets left for the next one, by route and outcome",
+                                 ["route", "target", "outcome"], registry=self.registry)
+
+    def observe(self, route: str, model: str, status: int, latency_s: float,
+                cost_usd: float | None, trace: list[Any] | None = None) -> None:
+        self.requests.labels(route, model, str(status)).inc()
+        self.latency.labels(route, model).observe(latency_s)
+        if cost_usd:
+            self.cost.labels(route, model).inc(cost_usd)
+        for attempt in trace or []:
+            if attempt.outcome != "ok":
+                self.fallbacks.labels(route, attempt.target, attempt.outcome).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

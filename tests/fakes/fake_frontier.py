@@ -1,0 +1,210 @@
+"""A fake frontier provider: a real HTTP server on 127.0.0.1 speaking OpenAI chat completions.
+
+Scriptable per request, in order, with behaviours:
+
+    ok              a normal answer ("echo: <last user message>", or the scripted text)
+    text:<TEXT>     answer exactly TEXT
+    429[:S]         rate limited, with ``Retry-After: S`` (default 0)
+    500 / 502 / 503 a server error
+    401             bad key
+    slow:<S>        sleep S seconds, then answer ok
+    truncated       the body (or the SSE stream) stops half-way
+    malformed       200 with a body that is not JSON
+
+When the script is empty, ``default`` is used. Streaming requests get SSE chunks, a usage
+chunk when ``stream_options.include_usage`` is set, and ``[DONE]``.
+
+Run standalone (for benchmarks): ``python -m tests.fakes.fake_frontier --port 9000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeFrontier(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog of 5 drops connections under a burst of 32 concurrent clients.
+    request_queue_size = 256
+
+    def __init__(self, port: int = 0, default: str = "ok") -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.default = default
+        self.script: deque[str] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def push(self, *behaviours: str) -> None:
+        with self.lock:
+            self.script.extend(behaviours)
+
+    def next_behaviour(self) -> str:
+        with self.lock:
+            return self.script.popleft() if self.script else self.default
+
+    def record(self, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests.append(body)
+
+    def start(self) -> "FakeFrontier":
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def _answer_text(body: dict[str, Any], behaviour: str) -> str:
+    if behaviour.startswith("text:"):
+        return behaviour[5:]
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    last = users[-1]["content"] if users else ""
+    if isinstance(last, list):
+        last = " ".join(p.get("text", "") for p in last if isinstance(p, dict))
+    return f"echo: {last}"
+
+
+def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
+    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
+    completion = max(1, len(text) // 4)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FakeFrontier
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        else:
+            self._json(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._json(400, {"error": {"message": "bad json", "type": "invalid_request_error"}})
+            return
+        self.server.record(body)
+        behaviour = self.server.next_behaviour()
+        if behaviour.startswith("slow:"):
+            time.sleep(float(behaviour[5:]))
+            behaviour = "ok"
+        if self._error(behaviour):
+            return
+        text = _answer_text(body, behaviour)
+        if body.get("stream"):
+            self._stream(body, text, truncated=behaviour == "truncated")
+        else:
+            self._complete(body, text, behaviour)
+
+    def _error(self, behaviour: str) -> bool:
+        code, _, arg = behaviour.partition(":")
+        if code == "429":
+            self._json(429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                       {"Retry-After": arg or "0"})
+        elif code in ("500", "502", "503"):
+            self._json(int(code), {"error": {"message": f"upstream {code}", "type": "server_error"}})
+        elif code == "401":
+            self._json(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
+        else:
+            return False
+        return True
+
+    def _complete(self, body: dict[str, Any], text: str, behaviour: str) -> None:
+        payload = {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": _usage(body, text),
+        }
+        data = json.dumps(payload).encode()
+        if behaviour == "malformed":
+            data = b'{"id": "chatcmpl-fake", "choices": [ this is not json'
+        if behaviour == "truncated":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+            return
+        self._raw(200, data, "application/json")
+
+    def _stream(self, body: dict[str, Any], text: str, truncated: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        model = body.get("model", "fake")
+        words = text.split(" ")
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model}
+        first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                      "finish_reason": None}]}
+        self._event(first)
+        for i, word in enumerate(words):
+            if truncated and i >= max(1, len(words) // 2):
+                return  # the connection drops mid-stream
+            piece = word if i == 0 else " " + word
+            self._event({**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                              "finish_reason": None}]})
+        self._event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self._event({**base, "choices": [], "usage": _usage(body, text)})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _event(self, obj: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        self.wfile.flush()
+
+    def _json(self, code: int, obj: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._raw(code, json.dumps(obj).encode(), "application/json", headers)
+
+    def _raw(self, code: int, data: bytes, ctype: str,
+             headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Run the fake OpenAI-compatible frontier.")
+    parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--default", default="ok", help="behaviour when the script is empty")
+    args = parser.parse_args()
+    server = FakeFrontier(args.port, args.default)
+    print(f"fake frontier on {server.url}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
