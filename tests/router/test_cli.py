@@ -1,0 +1,71 @@
+"""``complement serve`` and ``complement doctor`` as a person runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "COMPLEMENT_API_KEY")}
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def _cli() -> list[str]:
+    exe = shutil.which("complement")
+    return [exe] if exe else [sys.executable, "-m", "router.cli"]
+
+
+def test_serve_default_config_answers_healthz_offline(tmp_path: Path) -> None:
+    port = free_port()
+    env = _env() | {"COMPLEMENT_DATA_DIR": str(tmp_path)}
+    proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "server did not come up"
+                time.sleep(0.3)
+        assert r.json() == {"status": "ok"}
+        base = f"http://127.0.0.1:{port}"
+        r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
+            "model": "reasoning", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 503
+        message = r.json()["error"]["message"]
+        assert "ANTHROPIC_API_KEY" in message and "OPENAI_API_KEY" in message
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_doctor_says_why_routes_are_not_live() -> None:
+    proc = subprocess.run([*_cli(), "doctor", "--skip-load"], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "reasoning" in proc.stdout
+    assert "NOT LIVE" in proc.stdout and "set ANTHROPIC_API_KEY" in proc.stdout
+
+
+def test_help_lists_commands() -> None:
+    proc = subprocess.run([*_cli(), "--help"], cwd=REPO, env=_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0
+    for word in ("serve", "config", "doctor"):
+        assert word in proc.stdout
