@@ -1,0 +1,61 @@
+"""HTTP surface of the retriever: ``POST /v1/index`` and ``POST /v1/retrieve``.
+
+The app includes ``router``; both endpoints reach the configured specialist of kind
+``retrieval`` through ``specialist_for``, so a test or a team swaps it by config. The
+handlers are plain ``def``: FastAPI runs them in its thread pool, so indexing a large
+repository does not block the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from router.registry import specialist_for
+
+from retrieval.index import Filters
+
+__all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
+
+router = APIRouter(tags=["retrieval"])
+
+
+class IndexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1, description="repository directory, under the allowed root")
+
+
+class RetrieveFilters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path_glob: str | list[str] | None = Field(None, description="e.g. 'src/**/*.py'")
+    language: str | list[str] | None = Field(None, description="e.g. 'python'")
+
+
+class RetrieveRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    query: str = Field(min_length=1, max_length=20_000)
+    k: int = Field(10, ge=1, le=200)
+    filters: RetrieveFilters | None = None
+    repo: str | None = Field(None, description="indexed repository (default: the last one)")
+    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+
+
+def _retriever(request: Request) -> Any:
+    return specialist_for(request, "retrieval")
+
+
+@router.post("/v1/index")
+def index_repository(body: IndexRequest, request: Request) -> dict[str, Any]:
+    """Index a repository, or refresh it incrementally if it was indexed before."""
+    return _retriever(request).index_repo(body.path)  # type: ignore[no-any-return]
+
+
+@router.post("/v1/retrieve")
+def retrieve(body: RetrieveRequest, request: Request) -> dict[str, Any]:
+    """The k best chunks: path, lines, symbol, score and which retriever found each."""
+    f = body.filters
+    filters = Filters.make(f.path_glob, f.language) if f else None
+    return _retriever(request).retrieve(  # type: ignore[no-any-return]
+        body.query, body.k, filters, body.repo, body.mode)

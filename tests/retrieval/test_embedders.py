@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retrieval.embedders import StaticEmbedder, default_model_path, load_embedder, save_static
+
+
+@pytest.fixture
+def tiny_static(tmp_path: Path) -> Path:
+    """A static model built in the test: random table over MiniLM's tokenizer."""
+    vocab = json.loads((default_model_path() / "tokenizer.json").read_text())["model"]["vocab"]
+    table = np.random.default_rng(0).normal(size=(len(vocab), 16)).astype(np.float32)
+    return save_static(tmp_path / "tiny", table, default_model_path() / "tokenizer.json",
+                       {"recipe": "test"})
+
+
+def test_static_embedder_encodes_unit_vectors(tiny_static: Path) -> None:
+    emb = load_embedder(str(tiny_static))
+    assert isinstance(emb, StaticEmbedder) and emb.dim == 16
+    vecs = emb.encode(["def parse(x): return x", "", "hello world"])
+    assert vecs.shape == (3, 16)
+    assert np.allclose(np.linalg.norm(vecs[[0, 2]], axis=1), 1.0, atol=1e-5)
+    assert np.allclose(emb.encode_query("hello world"), vecs[2])
+
+
+def test_unknown_spec_is_a_config_error(tmp_path: Path) -> None:
+    from router.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_embedder(str(tmp_path / "nope"))
+
+
+def test_minilm_loads_offline_from_the_package() -> None:
+    emb = load_embedder("minilm")
+    v = emb.encode(["read a file", "open a file for reading", "the cat sat"])
+    assert v.shape == (3, 384)
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_finetune_smoke(tmp_path: Path, tiny_static: Path) -> None:
+    from retrieval.finetune import Args, finetune
+
+    src = tmp_path / "pkg"
+    src.mkdir()
+    funcs = "\n".join(
+        f'def helper_{i}(value):\n    """Return the value times {i} for the caller."""\n'
+        f"    return value * {i}\n" for i in range(40))
+    (src / "mod.py").write_text(funcs)
+    report = finetune(Args(base=str(tiny_static), out=tmp_path / "ft", roots=[src],
+                           dev_pairs=8, batch_size=8, epochs=2, decontaminate=False),
+                      log_fn=lambda _: None)
+    assert report["train"] == 32 and report["steps"] == 8
+    assert (tmp_path / "ft" / "static.json").is_file()
+    assert StaticEmbedder(tmp_path / "ft").encode(["x"]).shape == (1, 16)
