@@ -141,11 +141,18 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from starlette.concurrency import run_in_threadpool
 
+        from router.events import EventStore
+
+        app.state.events = await run_in_threadpool(
+            EventStore, config.events_url(), feedback_timeout_s=config.events.feedback_timeout_s)
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
-        yield
+        try:
+            yield
+        finally:
+            app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,
                   summary="One OpenAI-compatible API over frontier models and specialists.")
@@ -153,9 +160,10 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     app.state.metrics = Metrics()
     app.state.frontier = FrontierClient(config.models, config.frontier, config.env_refs)
     _install_handlers(app)
-    from router import api_chat, api_system
+    from router import api_chat, api_feedback, api_system
 
     app.include_router(api_chat.router)
+    app.include_router(api_feedback.router)
     app.include_router(api_system.router)
     _include_area_routers(app)
     if not config.server.api_keys and not is_loopback(config.server.host):

@@ -21,6 +21,7 @@ __all__ = [
     "BudgetConfig",
     "CircuitConfig",
     "Config",
+    "EventsConfig",
     "FrontierConfig",
     "ModelConfig",
     "RetryConfig",
@@ -134,9 +135,17 @@ class SpecialistConfig(_Strict):
     enabled: bool = True
 
 
+class EventsConfig(_Strict):
+    url: str = ""
+    """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``."""
+    feedback_timeout_s: float = Field(30.0, gt=0)
+    """A shown suggestion with no feedback after this long counts as rejected."""
+
+
 class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     data_dir: str = "~/.complement"
+    events: EventsConfig = Field(default_factory=EventsConfig)
     frontier: FrontierConfig = Field(default_factory=FrontierConfig)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
@@ -166,6 +175,13 @@ class Config(_Strict):
 
     def data_path(self) -> Path:
         return Path(os.path.expanduser(self.data_dir))
+
+    def events_url(self) -> str:
+        if self.events.url:
+            return self.events.url
+        from router.events import sqlite_url
+
+        return sqlite_url(self.data_path())
 
 
 def is_loopback(host: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -14,9 +15,10 @@ from tests.conftest import running
 from tests.fakes.fake_frontier import FakeFrontier
 
 
-def make_config(fake: FakeFrontier, **server: Any) -> Any:
+def make_config(fake: FakeFrontier, data_dir: Path, **server: Any) -> Any:
     return parse_config({
         "server": {"max_body_bytes": 20_000, **server},
+        "data_dir": str(data_dir),
         "frontier": {"retry": {"attempts": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.02},
                      "circuit": {"failure_threshold": 50}},
         "models": {
@@ -40,8 +42,8 @@ def make_config(fake: FakeFrontier, **server: Any) -> Any:
 
 
 @pytest.fixture
-def base(fake: FakeFrontier) -> Iterator[str]:
-    with running(create_app(make_config(fake))) as url:
+def base(fake: FakeFrontier, tmp_path: Path) -> Iterator[str]:
+    with running(create_app(make_config(fake, tmp_path))) as url:
         yield url
 
 
@@ -204,8 +206,8 @@ def test_models_health_ready_metrics(base: str) -> None:
     assert httpx.get(f"{base}/nowhere").json()["error"]["type"] == "not_found_error"
 
 
-def test_api_keys(fake: FakeFrontier) -> None:
-    config = make_config(fake, api_keys=["secret-1", "secret-2"])
+def test_api_keys(fake: FakeFrontier, tmp_path: Path) -> None:
+    config = make_config(fake, tmp_path, api_keys=["secret-1", "secret-2"])
     with running(create_app(config)) as url:
         msg = [{"role": "user", "content": "x"}]
         with pytest.raises(openai.AuthenticationError) as info:

@@ -16,6 +16,7 @@ from tests.conftest import running
 from tests.router.swap_specialists import Shouter
 
 CONFIG = """
+data_dir: {data_dir}
 routes:
   local:
     targets: [talker]
@@ -34,9 +35,10 @@ def _ask(base: str, text: str) -> httpx.Response:
 def test_swap_specialist_by_config_alone(tmp_path: Path) -> None:
     a = tmp_path / "a.yaml"
     a.write_text(CONFIG.format(cls="tests.router.swap_specialists:Shouter",
-                               opts="{suffix: '?!'}"))
+                               opts="{suffix: '?!'}", data_dir=tmp_path))
     b = tmp_path / "b.yaml"
-    b.write_text(CONFIG.format(cls="tests.router.swap_specialists:Reverser", opts="{}"))
+    b.write_text(CONFIG.format(cls="tests.router.swap_specialists:Reverser", opts="{}",
+                             data_dir=tmp_path))
     answers = {}
     for path in (a, b):
         with running(create_app(load_config(path, env={}))) as base:
@@ -72,7 +74,8 @@ def test_not_a_specialist_is_refused() -> None:
 
 def test_broken_specialist_is_not_ready_but_server_serves(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text(CONFIG.format(cls="tests.router.swap_specialists:Broken", opts="{}"))
+    path.write_text(CONFIG.format(cls="tests.router.swap_specialists:Broken", opts="{}",
+                                data_dir=tmp_path))
     with running(create_app(load_config(path, env={}))) as base:
         assert httpx.get(f"{base}/healthz").status_code == 200
         ready = httpx.get(f"{base}/readyz")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Start a throwaway PostgreSQL server on loopback for the event-store tests and print its
+# SQLAlchemy URL on the last line. Installs Debian's package if the server is missing.
+# Usage: url=$(bash .ci/postgres.sh [PORT]) ; exits non-zero when it cannot start.
+set -euo pipefail
+port="${1:-54329}"
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
+if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
+  echo "postgres: installing the Debian package" >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2
+  bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+fi
+run_as() {  # the server refuses to run as root
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+dir=$(mktemp -d /tmp/complement-pg.XXXXXX)
+[ "$(id -u)" = 0 ] && chown postgres "$dir"
+run_as "$bindir/initdb" -D "$dir/data" -U complement --auth=trust -E UTF8 >/dev/null
+run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
+  -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on" start >/dev/null
+echo "postgresql+psycopg://complement@127.0.0.1:$port/postgres"

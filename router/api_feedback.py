@@ -1,0 +1,73 @@
+"""``POST /v1/feedback``: accept / reject / partial for a suggestion the Tab route showed.
+
+Idempotent (the same feedback twice is one outcome); unknown id → 404; feedback after the
+request's window → 409; a different outcome for an id that has one → 409. Batch form:
+``{"feedback": [{...}, ...]}`` answers one result per item, so one bad item does not sink a
+buffered batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from router.api_chat import parse_json_body, validation_error
+from router.errors import ComplementError, Unavailable
+from router.events import EventStore, Feedback
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+class FeedbackItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    request_id: str = Field(min_length=1, max_length=64)
+    outcome: Literal["accepted", "rejected", "partial"]
+    chars_accepted: int | None = Field(None, ge=0)
+
+
+class FeedbackBatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    feedback: list[FeedbackItem] = Field(min_length=1, max_length=10_000)
+
+
+def store_of(request: Request) -> EventStore:
+    store = getattr(request.app.state, "events", None)
+    if store is None:
+        raise Unavailable("the event store is not open")
+    return store
+
+
+def _record(store: EventStore, item: FeedbackItem) -> dict[str, Any]:
+    new = store.record_feedback(Feedback(item.request_id, item.outcome, item.chars_accepted))
+    return {"request_id": item.request_id, "status": "recorded" if new else "duplicate"}
+
+
+def _record_batch(store: EventStore, items: list[FeedbackItem]) -> list[dict[str, Any]]:
+    results = []
+    for item in items:
+        try:
+            results.append(_record(store, item))
+        except ComplementError as exc:
+            results.append({"request_id": item.request_id, "status": "error",
+                            **exc.to_openai(), "status_code": exc.status_code})
+    return results
+
+
+@router.post("/v1/feedback")
+async def feedback(request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    body = await parse_json_body(request)
+    try:
+        if isinstance(body, dict) and "feedback" in body:
+            batch = FeedbackBatch.model_validate(body)
+            results = await run_in_threadpool(_record_batch, store, batch.feedback)
+            return {"results": results}
+        item = FeedbackItem.model_validate(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    return await run_in_threadpool(_record, store, item)

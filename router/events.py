@@ -1,0 +1,321 @@
+"""The event store: every Tab action with the policy version that took it, and its outcome.
+
+SQLAlchemy Core over SQLite (WAL, one file under the data directory) by default, or
+PostgreSQL by URL. Each write is its own committed transaction, so an event the API has
+acknowledged survives the process being killed.
+
+Schema changes are numbered migrations (``MIGRATIONS``) applied in order at open; the
+applied number is kept in ``schema_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+from router.errors import BadRequest, Conflict, NotFound
+
+__all__ = ["ActionRecord", "EventStore", "Feedback", "LabelledEvent", "MIGRATIONS",
+           "sqlite_url"]
+
+Outcome = Literal["accepted", "rejected", "partial"]
+OUTCOMES = ("accepted", "rejected", "partial")
+
+
+@dataclass
+class ActionRecord:
+    request_id: str
+    policy_version: str
+    action: str
+    """What the policy did: ``none`` (nothing shown) or the chosen candidate / cut."""
+    logprob: float
+    shown: bool
+    route: str = "tab"
+    state_digest: str = ""
+    features: dict[str, Any] | None = None
+    suggestion: str | None = None
+    latency_ms: float = 0.0
+    created_at: float | None = None
+
+
+@dataclass
+class Feedback:
+    request_id: str
+    outcome: Outcome
+    chars_accepted: int | None = None
+
+
+@dataclass
+class LabelledEvent:
+    request_id: str
+    policy_version: str
+    action: str
+    logprob: float
+    shown: bool
+    features: dict[str, Any]
+    suggestion: str | None
+    outcome: str | None
+    """accepted | rejected | partial | expired; None when nothing was shown."""
+    chars_accepted: int
+
+
+def sqlite_url(data_dir: str | Path) -> str:
+    path = Path(data_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / 'events.sqlite3'}"
+
+
+def _v1(metadata: Any) -> None:
+    from sqlalchemy import Boolean, Column, Float, Integer, String, Table, Text
+
+    Table("actions", metadata,
+          Column("request_id", String(64), primary_key=True),
+          Column("created_at", Float, nullable=False, index=True),
+          Column("route", String(64), nullable=False),
+          Column("policy_version", String(64), nullable=False, index=True),
+          Column("state_digest", String(64), nullable=False),
+          Column("features", Text, nullable=False),
+          Column("action", String(64), nullable=False),
+          Column("logprob", Float, nullable=False),
+          Column("suggestion", Text),
+          Column("shown", Boolean, nullable=False),
+          Column("latency_ms", Float, nullable=False),
+          Column("expires_at", Float))
+    Table("outcomes", metadata,
+          Column("request_id", String(64), primary_key=True),
+          Column("outcome", String(16), nullable=False),
+          Column("chars_accepted", Integer, nullable=False),
+          Column("created_at", Float, nullable=False),
+          Column("source", String(16), nullable=False))
+    Table("deploys", metadata,
+          Column("id", Integer, primary_key=True, autoincrement=True),
+          Column("created_at", Float, nullable=False),
+          Column("version", String(64), nullable=False),
+          Column("event", String(32), nullable=False),
+          Column("detail", Text, nullable=False))
+
+
+#: (number, function adding that version's tables to a MetaData). Append, never edit.
+MIGRATIONS: list[tuple[int, Callable[[Any], None]]] = [(1, _v1)]
+
+
+class EventStore:
+    """Actions, outcomes and deploys; safe to share across threads."""
+
+    def __init__(self, url: str, *, feedback_timeout_s: float = 30.0) -> None:
+        from sqlalchemy import MetaData, create_engine, event
+
+        self.url = url
+        self.feedback_timeout_s = feedback_timeout_s
+        kwargs: dict[str, Any] = {"future": True}
+        if url.startswith("sqlite"):
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+        self.engine = create_engine(url, **kwargs)
+        if url.startswith("sqlite"):
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self.metadata = MetaData()
+        for _, add_tables in MIGRATIONS:
+            add_tables(self.metadata)
+        self.schema_version = self._migrate()
+        self.actions = self.metadata.tables["actions"]
+        self.outcomes = self.metadata.tables["outcomes"]
+        self.deploys = self.metadata.tables["deploys"]
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> int:
+        from sqlalchemy import Column, Integer, MetaData, Table, select
+
+        meta = MetaData()
+        version_table = Table("schema_version", meta, Column("version", Integer, nullable=False))
+        with self.engine.begin() as conn:
+            meta.create_all(conn)
+            current = conn.execute(select(version_table.c.version)).scalar()
+            latest = MIGRATIONS[-1][0]
+            if current is not None and current > latest:
+                raise RuntimeError(f"the event store {self.url!r} has schema version {current}, "
+                                   f"newer than this code's {latest}; upgrade complement")
+            for number, add_tables in MIGRATIONS:
+                if current is None or number > current:
+                    step = MetaData()
+                    add_tables(step)
+                    step.create_all(conn)
+            if current is None:
+                conn.execute(version_table.insert().values(version=latest))
+            elif current < latest:
+                conn.execute(version_table.update().values(version=latest))
+        return latest
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- writes ---------------------------------------------------------------------------
+    def record_action(self, rec: ActionRecord) -> None:
+        now = rec.created_at if rec.created_at is not None else time.time()
+        row = {"request_id": rec.request_id, "created_at": now, "route": rec.route,
+               "policy_version": rec.policy_version, "state_digest": rec.state_digest,
+               "features": json.dumps(rec.features or {}), "action": rec.action,
+               "logprob": float(rec.logprob), "suggestion": rec.suggestion,
+               "shown": rec.shown, "latency_ms": float(rec.latency_ms),
+               "expires_at": now + self.feedback_timeout_s if rec.shown else None}
+        with self.engine.begin() as conn:
+            conn.execute(self.actions.insert().values(**row))
+
+    def record_feedback(self, fb: Feedback, now: float | None = None) -> bool:
+        """Store one outcome. True if new, False if the same feedback was already stored.
+
+        Raises NotFound (unknown id), Conflict (nothing was shown, expired, or a different
+        outcome already recorded) and BadRequest (an outcome we do not know).
+        """
+        from sqlalchemy import select
+        from sqlalchemy.exc import IntegrityError
+
+        if fb.outcome not in OUTCOMES:
+            raise BadRequest(f"outcome must be one of {list(OUTCOMES)}, got {fb.outcome!r}",
+                             param="outcome")
+        now = time.time() if now is None else now
+        with self.engine.begin() as conn:
+            action = conn.execute(select(self.actions.c.shown, self.actions.c.expires_at,
+                                         self.actions.c.suggestion)
+                                  .where(self.actions.c.request_id == fb.request_id)).first()
+            if action is None:
+                raise NotFound(f"no tab request with id {fb.request_id!r}; send the request_id "
+                               "that /v1/tab returned", param="request_id")
+            if not action.shown:
+                raise Conflict(f"request {fb.request_id!r} showed no suggestion; there is "
+                               "nothing to accept or reject", param="request_id")
+            chars = _chars(fb, action.suggestion)
+            existing = conn.execute(select(self.outcomes.c.outcome, self.outcomes.c.chars_accepted)
+                                    .where(self.outcomes.c.request_id == fb.request_id)).first()
+            if existing is not None:
+                return _same_or_conflict(fb, chars, existing)
+            if action.expires_at is not None and now > action.expires_at:
+                conn.execute(self.outcomes.insert().values(
+                    request_id=fb.request_id, outcome="expired", chars_accepted=0,
+                    created_at=now, source="timeout"))
+                expired = True
+            else:
+                expired = False
+                try:
+                    conn.execute(self.outcomes.insert().values(
+                        request_id=fb.request_id, outcome=fb.outcome, chars_accepted=chars,
+                        created_at=now, source="client"))
+                except IntegrityError:  # a concurrent duplicate won the race
+                    return False
+        if expired:
+            raise Conflict(f"feedback for {fb.request_id!r} came after its "
+                           f"{self.feedback_timeout_s:g}s window; it was counted as rejected",
+                           param="request_id")
+        return True
+
+    def expire_stale(self, now: float | None = None) -> int:
+        """Count every shown suggestion past its window without feedback as rejected."""
+        from sqlalchemy import and_, exists, insert, literal, select
+
+        now = time.time() if now is None else now
+        a, o = self.actions, self.outcomes
+        stale = (select(a.c.request_id, literal("expired"), literal(0), literal(now),
+                        literal("timeout"))
+                 .where(and_(a.c.shown.is_(True), a.c.expires_at < now,
+                             ~exists().where(o.c.request_id == a.c.request_id))))
+        statement = insert(o).from_select(
+            ["request_id", "outcome", "chars_accepted", "created_at", "source"], stale)
+        with self.engine.begin() as conn:
+            # rowcount of INSERT ... SELECT is -1 on psycopg; count the returned ids instead
+            return len(conn.execute(statement.returning(o.c.request_id)).all())
+
+    def record_deploy(self, version: str, event: str, **detail: Any) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(self.deploys.insert().values(created_at=time.time(), version=version,
+                                                      event=event, detail=json.dumps(detail)))
+
+    # -- reads ----------------------------------------------------------------------------
+    def labelled(self, version: str) -> list[LabelledEvent]:
+        """Version ``version``'s events that have their label: nothing shown, or an outcome."""
+        from sqlalchemy import or_, select
+
+        a, o = self.actions, self.outcomes
+        query = (select(a, o.c.outcome, o.c.chars_accepted)
+                 .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
+                 .where(a.c.policy_version == version)
+                 .where(or_(a.c.shown.is_(False), o.c.outcome.is_not(None)))
+                 .order_by(a.c.created_at))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [LabelledEvent(r.request_id, r.policy_version, r.action, r.logprob, r.shown,
+                              json.loads(r.features), r.suggestion, r.outcome,
+                              int(r.chars_accepted or 0)) for r in rows]
+
+    def count_other_versions(self, version: str) -> int:
+        """Events drawn by any other policy version: off-policy for ``version``."""
+        from sqlalchemy import func, select
+
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(self.actions)
+                                    .where(self.actions.c.policy_version != version)).scalar()
+                       or 0)
+
+    def pending(self) -> int:
+        """Shown suggestions still waiting for feedback."""
+        from sqlalchemy import exists, func, select
+
+        a, o = self.actions, self.outcomes
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(a)
+                                    .where(a.c.shown.is_(True))
+                                    .where(~exists().where(o.c.request_id == a.c.request_id)))
+                       .scalar() or 0)
+
+    def counts(self) -> dict[str, int]:
+        from sqlalchemy import func, select
+
+        with self.engine.connect() as conn:
+            actions = conn.execute(select(func.count()).select_from(self.actions)).scalar()
+            outcomes = conn.execute(select(func.count()).select_from(self.outcomes)).scalar()
+        return {"actions": int(actions or 0), "outcomes": int(outcomes or 0)}
+
+    def deploy_log(self, limit: int = 50) -> list[dict[str, Any]]:
+        from sqlalchemy import select
+
+        d = self.deploys
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(d).order_by(d.c.id.desc()).limit(limit)).all()
+        return [{"id": r.id, "created_at": r.created_at, "version": r.version,
+                 "event": r.event, **json.loads(r.detail)} for r in rows]
+
+    def record_many(self, feedback: Iterable[Feedback]) -> Sequence[bool]:
+        return [self.record_feedback(fb) for fb in feedback]
+
+
+def _chars(fb: Feedback, suggestion: str | None) -> int:
+    if fb.outcome == "accepted":
+        full = len(suggestion or "")
+        return full if fb.chars_accepted is None else max(0, min(fb.chars_accepted, full))
+    if fb.outcome == "partial":
+        return max(0, fb.chars_accepted or 0)
+    return 0
+
+
+def _same_or_conflict(fb: Feedback, chars: int, existing: Any) -> bool:
+    if existing.outcome == "expired":
+        raise Conflict(f"feedback for {fb.request_id!r} came after its window; it was "
+                       "counted as rejected", param="request_id")
+    if existing.outcome == fb.outcome and int(existing.chars_accepted) == chars:
+        return False
+    raise Conflict(f"request {fb.request_id!r} already has outcome {existing.outcome!r}; "
+                   f"feedback is recorded once", param="request_id")
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    # WAL: readers never block the writer; NORMAL sync keeps committed data through a
+    # process kill (only an OS crash can lose the last transactions).
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
