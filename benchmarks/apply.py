@@ -1,0 +1,306 @@
+"""Sketch-to-diff applier benchmark on lazy sketches made from real commits.
+
+For every before/after pair in DATA (``shared/data/commits``), write lazy sketches with
+``specialists.apply.make_sketch``: k = 0, 1, 2, 3 context lines and the whole enclosing
+definition (deletions drawn between context and a ``remove`` comment), plus noisy variants
+of a k = 1 or 2 sketch (uniform indentation shift, first or last marker missing, a blank
+context line dropped). The expected answer is always the committed file.
+
+Run in the same process, on the same sketches:
+* the applier (``apply_sketch``, defaults: parse check on);
+* a plain line-anchor baseline: each block replaces the original lines from the first
+  occurrence of its first line (after the previous block) to the first occurrence of its
+  last line after that.
+
+Reports exact match (byte for byte and whitespace-normalised) per label and per k,
+correct-or-abstain, silent wrong answers, unchanged lines deleted, throughput in
+characters/s and tokens/s (tiktoken ``cl100k_base`` over the expected file), latency p50/p95
+by file size, and what a frontier model would spend writing the whole file instead of the
+sketch (output tokens, and USD from litellm's local cost map). Last line: JSON summary.
+
+    python benchmarks/apply.py ../shared/data/commits [--per-project 400] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import random
+import re
+import statistics
+import sys
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specialists.apply import apply_sketch, make_sketch  # noqa: E402
+from specialists.apply.markers import LineKind, classify  # noqa: E402
+
+MORPH_TOKENS_PER_S = 10_500
+FRONTIER_MODELS = ("gpt-4o", "claude-3-5-sonnet-20241022", "gpt-4.1")
+SIZE_BUCKETS = ((0, 200), (200, 500), (500, 1000), (1000, 1_000_000))
+
+
+@dataclass
+class Case:
+    project: str
+    before: str
+    after: str
+    language: str
+    path: str
+    sketch: str
+    label: str
+    k: str
+    noise: str
+
+
+def load(data: Path, per_project: int, seed: int) -> Iterator[dict[str, Any]]:
+    for file in sorted(data.glob("*.jsonl.gz")):
+        with gzip.open(file, "rt", encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle]
+        random.Random(seed).shuffle(rows)
+        yield from rows[:per_project]
+
+
+def cases(rows: Iterator[dict[str, Any]], seed: int) -> Iterator[Case]:
+    for n, row in enumerate(rows):
+        rng = random.Random(seed * 1_000_003 + n)
+        common = dict(project=row["repo"], before=row["before"], after=row["after"],
+                      language=row["language"], path=row["path"])
+        specs: list[tuple[Any, str | None]] = [(0, None), (1, None), (2, None), (3, None),
+                                               ("function", None)]
+        specs += [(rng.choice((2, 3) if noise == "drop_blank" else (1, 2)), noise) for noise in
+                  ("shift", "no_first_marker", "no_last_marker", "drop_blank")]
+        for k, noise in specs:
+            sk = make_sketch(row["before"], row["after"], row["language"],
+                             k=k if k != "function" else 3, whole_function=k == "function",
+                             deletions="mixed", seed=rng.randrange(1 << 30), noise=noise)
+            if noise and not sk.changed:
+                continue
+            yield Case(sketch=sk.text, label=sk.label, k=str(sk.k), noise=noise or "none", **common)
+
+
+# ---- plain line-anchor baseline -----------------------------------------------------------
+
+def baseline_apply(original: str, sketch: str) -> str | None:
+    """Each block replaces [first occurrence of its first line, first occurrence of its last
+    line after that] in the original, searching after the previous block. ``None`` when a
+    block's first or last line is not found."""
+    olines = original.split("\n")
+    okeys = [line.strip() for line in olines]
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    for line in sketch.rstrip("\n").split("\n"):
+        if classify(line.strip())[0] != LineKind.CODE:
+            if current:
+                blocks.append(current)
+            current = []
+        else:
+            current.append(line)
+    if current:
+        blocks.append(current)
+    out: list[str] = []
+    cursor = 0
+    for block in blocks:
+        keys = [line.strip() for line in block if line.strip()]
+        if not keys:
+            continue
+        try:
+            start = okeys.index(keys[0], cursor)
+            end = okeys.index(keys[-1], start)
+        except ValueError:
+            return None
+        out.extend(olines[cursor:start])
+        out.extend(block)
+        cursor = end + 1
+    out.extend(olines[cursor:])
+    return "\n".join(out)
+
+
+# ---- scoring ------------------------------------------------------------------------------
+
+_WS = re.compile(r"\s+")
+
+
+def normalise(text: str) -> list[str]:
+    return [_WS.sub(" ", line).strip() for line in text.split("\n") if line.strip()]
+
+
+def deleted_unchanged(before: str, after: str, merged: str) -> int:
+    """Lines kept by the commit (in before and after) that the merge lost."""
+    kept = Counter(before.split("\n")) & Counter(after.split("\n"))
+    lost = kept - Counter(merged.split("\n"))
+    return sum(count for line, count in lost.items() if line.strip())
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def tokenizer() -> Any:
+    """tiktoken's cl100k_base, from the copy litellm ships (no download)."""
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:
+        import importlib.util
+
+        spec = importlib.util.find_spec("litellm")
+        if spec and spec.origin:
+            os.environ["TIKTOKEN_CACHE_DIR"] = str(
+                Path(spec.origin).parent / "litellm_core_utils" / "tokenizers")
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base")
+
+
+def frontier_costs(tokens_full: int, tokens_sketch: int) -> dict[str, Any]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    import litellm
+
+    out: dict[str, Any] = {}
+    for model in FRONTIER_MODELS:
+        info = litellm.model_cost.get(model)
+        if not info or not info.get("output_cost_per_token"):
+            continue
+        price = info["output_cost_per_token"]
+        out[model] = {"usd_whole_file": round(tokens_full * price, 4),
+                      "usd_sketch": round(tokens_sketch * price, 4)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="?", default=str(ROOT.parent / "shared" / "data" / "commits"))
+    parser.add_argument("--per-project", type=int, default=400)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--failures", type=Path, default=None,
+                        help="write each wrong or abstained case here (JSON lines)")
+    args = parser.parse_args(argv)
+
+    enc = tokenizer()
+    token_cache: dict[int, int] = {}
+    stats: dict[str, Counter[str]] = defaultdict(Counter)
+    apply_seconds = baseline_seconds = 0.0
+    total_tokens = total_chars = 0
+    latency: dict[str, list[float]] = defaultdict(list)
+    tokens_full = tokens_sketch = 0
+    seen_commits: set[int] = set()
+    failures = args.failures.open("w") if args.failures else None
+
+    for case in cases(load(Path(args.data), args.per_project, args.seed), args.seed):
+        key = id(case.after)
+        if key not in token_cache:
+            token_cache = {key: len(enc.encode(case.after, disallowed_special=()))}
+        tokens = token_cache[key]
+        if case.k == "1" and case.noise == "none" and hash(case.after) not in seen_commits:
+            seen_commits.add(hash(case.after))
+            tokens_full += tokens
+            tokens_sketch += len(enc.encode(case.sketch, disallowed_special=()))
+
+        started = time.perf_counter()
+        result = apply_sketch(case.before, case.sketch, language=case.language, path=case.path)
+        elapsed = time.perf_counter() - started
+        started = time.perf_counter()
+        base = baseline_apply(case.before, case.sketch)
+        baseline_seconds += time.perf_counter() - started
+
+        apply_seconds += elapsed
+        total_tokens += tokens
+        total_chars += len(case.after)
+        n_lines = case.before.count("\n")
+        bucket = next(f"{lo}-{hi if hi < 1_000_000 else 'max'}" for lo, hi in SIZE_BUCKETS if lo <= n_lines < hi)
+        latency[bucket].append(elapsed)
+
+        exact = result.applied and result.merged == case.after
+        exact_ws = result.applied and normalise(result.merged or "") == normalise(case.after)
+        base_exact = base is not None and base == case.after
+        groups = ("all", f"label={case.label}", f"k={case.k}", f"noise={case.noise}",
+                  f"{case.label}/k={case.k}", f"lang={case.language}")
+        for group in groups:
+            s = stats[group]
+            s["n"] += 1
+            s["exact"] += exact
+            s["exact_ws"] += exact_ws
+            s["abstained"] += not result.applied
+            s["silent_wrong"] += result.applied and not exact_ws
+            s["silent_wrong_bytes"] += result.applied and not exact
+            s["baseline_exact"] += base_exact
+            if result.applied and not exact:
+                s["deleted_unchanged"] += deleted_unchanged(case.before, case.after, result.merged or "")
+        if failures and not exact:
+            failures.write(json.dumps({
+                "project": case.project, "path": case.path, "label": case.label, "k": case.k,
+                "noise": case.noise, "status": result.status, "reason": result.reason,
+                "span": result.span, "exact_ws": exact_ws, "sketch": case.sketch,
+                "before": case.before, "after": case.after, "merged": result.merged,
+            }) + "\n")
+    if failures:
+        failures.close()
+
+    def rate(group: str, field: str) -> float:
+        s = stats[group]
+        return round(s[field] / s["n"], 4) if s["n"] else 0.0
+
+    breakdown = {
+        group: {"n": s["n"], "exact": rate(group, "exact"), "exact_ws": rate(group, "exact_ws"),
+                "abstain": rate(group, "abstained"),
+                "correct_or_abstain": round((s["exact"] + s["abstained"]) / s["n"], 4),
+                "silent_wrong": rate(group, "silent_wrong"), "baseline_exact": rate(group, "baseline_exact"),
+                "deleted_unchanged_lines": s["deleted_unchanged"]}
+        for group, s in sorted(stats.items())
+    }
+    for group, row in breakdown.items():
+        print(f"{group:28s} " + " ".join(f"{k}={v}" for k, v in row.items()), file=sys.stderr)
+    u, a = stats["label=unique"], stats["label=ambiguous"]
+    tokens_per_s = total_tokens / apply_seconds if apply_seconds else 0.0
+    summary = {
+        "n_sketches": stats["all"]["n"],
+        "n_unique": u["n"],
+        "n_ambiguous": a["n"],
+        "exact_unique": rate("label=unique", "exact"),
+        "exact_ambiguous": rate("label=ambiguous", "exact"),
+        "exact_ws_unique": rate("label=unique", "exact_ws"),
+        "exact_ws_ambiguous": rate("label=ambiguous", "exact_ws"),
+        "abstain_rate_unique": rate("label=unique", "abstained"),
+        "abstain_rate_ambiguous": rate("label=ambiguous", "abstained"),
+        "correct_or_abstain_ambiguous": round((a["exact"] + a["abstained"]) / a["n"], 4) if a["n"] else 0.0,
+        "silent_wrong_rate": rate("all", "silent_wrong"),
+        "silent_wrong_rate_bytes": rate("all", "silent_wrong_bytes"),
+        "deleted_unchanged_lines": stats["all"]["deleted_unchanged"],
+        "tokens_per_s": round(tokens_per_s),
+        "chars_per_s": round(total_chars / apply_seconds) if apply_seconds else 0,
+        "speedup_vs_morph_10500": round(tokens_per_s / MORPH_TOKENS_PER_S, 1),
+        "baseline_exact_unique": rate("label=unique", "baseline_exact"),
+        "baseline_exact_ambiguous": rate("label=ambiguous", "baseline_exact"),
+        "baseline_tokens_per_s": round(total_tokens / baseline_seconds) if baseline_seconds else 0,
+        "latency_ms": {b: {"n": len(v), "p50": round(percentile(v, 0.5) * 1e3, 3),
+                           "p95": round(percentile(v, 0.95) * 1e3, 3)} for b, v in sorted(latency.items())},
+        "per_k": {g.split("=", 1)[1]: breakdown[g] for g in breakdown if g.startswith("k=")},
+        "per_noise": {g.split("=", 1)[1]: breakdown[g] for g in breakdown if g.startswith("noise=")},
+        "per_label_k": {g: breakdown[g] for g in breakdown if "/k=" in g},
+        "frontier_rewrite": {
+            "commits": len(seen_commits), "tokens_whole_file": tokens_full,
+            "tokens_sketch_k1": tokens_sketch,
+            "ratio": round(tokens_full / tokens_sketch, 2) if tokens_sketch else None,
+            "cost": frontier_costs(tokens_full, tokens_sketch),
+        },
+        "tokenizer": "tiktoken cl100k_base (expected file)",
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                   f"Python {platform.python_version()}",
+    }
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""``apply_sketch``: the deterministic applier's one entry point, and its multi-file form."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+from specialists.apply import checks
+from specialists.apply.diff import opcodes, unified_diff
+from specialists.apply.languages import language_for_path
+from specialists.apply.merge import merge
+from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
+from specialists.apply.text import split_lines
+
+__all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff"]
+
+log = logging.getLogger(__name__)
+_DEFAULT = ApplyOptions()
+
+
+@dataclass(frozen=True)
+class FileEdit:
+    """One file of a multi-file request."""
+
+    original: str
+    sketch: str
+    path: str | None = None
+    language: str | None = None
+
+
+def apply_sketch(
+    original: str,
+    sketch: str,
+    language: str | None = None,
+    path: str | None = None,
+    options: ApplyOptions | None = None,
+) -> ApplyResult:
+    """Merge a lazy sketch into ``original``: the full file and a unified diff, or an abstain.
+
+    Never raises on content: empty, binary, huge or unanchored input comes back as
+    ``status="abstained"`` with a reason (and the sketch span at fault when there is one).
+    """
+    opts = options or _DEFAULT
+    started = time.perf_counter()
+    language = language or language_for_path(path)
+    try:
+        result = _apply(original, sketch, language, path, opts)
+    except Abstain as exc:
+        result = ApplyResult("abstained", reason=exc.reason, span=exc.span, path=path,
+                             confidence=0.0)
+    except RecursionError as exc:  # pragma: no cover - defensive: a clear answer, not a crash
+        log.exception("applier failed on %s", path)
+        result = ApplyResult("abstained", reason=f"internal error: {exc}", path=path, confidence=0.0)
+    result.stats["seconds"] = time.perf_counter() - started
+    result.stats["language"] = language
+    return result
+
+
+def _apply(original: str, sketch: str, language: str | None, path: str | None,
+           opts: ApplyOptions) -> ApplyResult:
+    if not isinstance(original, str) or not isinstance(sketch, str):
+        raise Abstain("original and sketch must be text")
+    if "\x00" in original[:8192] or "\x00" in sketch[:8192]:
+        raise Abstain("the file looks binary (it contains NUL bytes)")
+    if not sketch.strip():
+        raise Abstain("the sketch is empty")
+    if original.count("\n") > opts.max_lines or sketch.count("\n") > opts.max_lines:
+        raise Abstain(f"input over {opts.max_lines} lines")
+    if not original.strip():
+        return _new_file(original, sketch, path)
+    merged = merge(original, sketch, language, opts)
+    checks.check_placeholders(merged.out, merged.origin)
+    checks.check_deletions(merged.deleted_by_context, merged.lines.keys, opts)
+    if opts.parse_check:
+        checks.check_parse(merged.lines.raw, merged.out, merged.origin, language)
+    ops = opcodes(merged.origin, len(merged.lines.raw))
+    diff = unified_diff(merged.lines.raw, merged.out, ops, path or "file",
+                        merged.lines.final_newline, merged.final_newline)
+    if not diff:
+        raise Abstain("the sketch changes nothing in the file")
+    stats = {
+        "deleted_by_context": merged.deleted_by_context,
+        "deleted_by_remove": merged.deleted_by_remove,
+        "fuzzy_placements": merged.fuzzy,
+        "lines_in": len(merged.lines.raw),
+        "lines_out": len(merged.out),
+    }
+    confidence = 1.0 if not merged.fuzzy else 0.8
+    return ApplyResult("applied", merged=merged.text(), diff=diff, path=path,
+                       confidence=confidence, stats=stats)
+
+
+def _new_file(original: str, sketch: str, path: str | None) -> ApplyResult:
+    """An empty original: the sketch is the file, if it has no marker to resolve."""
+    from specialists.apply.markers import LineKind, classify
+
+    lines = split_lines(sketch)
+    for j, key in enumerate(lines.keys):
+        if classify(key)[0] != LineKind.CODE:
+            raise Abstain("the original is empty but the sketch refers to existing code",
+                          (j + 1, j + 1))
+    o = split_lines(original)
+    ops = opcodes([-1] * len(lines.raw), len(o.raw))
+    diff = unified_diff(o.raw, lines.raw, ops, path or "file", True, lines.final_newline)
+    return ApplyResult("applied", merged=sketch, diff=diff, path=path)
+
+
+def apply_many(edits: Iterable[FileEdit], options: ApplyOptions | None = None) -> list[ApplyResult]:
+    """Apply one sketch per file; each file succeeds or abstains on its own."""
+    return [apply_sketch(e.original, e.sketch, e.language, e.path, options) for e in edits]
+
+
+def combined_diff(results: Iterable[ApplyResult]) -> str:
+    """One patch for every applied file, in order (``git apply`` takes it whole)."""
+    return "".join(r.diff for r in results if r.applied)

@@ -1,0 +1,144 @@
+"""Per-language facts the applier needs: file extensions, comment syntax, definition headers.
+
+Kept as plain tables so adding a language is one row each. Marker detection accepts every
+comment syntax below whatever the language, because a sketch's marker is recognised by its
+wording (``... existing code ...``) and a ``#`` marker in a JavaScript file is still a
+marker; the language's own syntax is what the generator writes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "CommentSyntax", "comment_syntax", "definition_end", "definition_name", "definition_start",
+    "language_for_path",
+]
+
+_EXTENSIONS: dict[str, str] = {
+    ".py": "python", ".pyi": "python",
+    ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
+    ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx",
+    ".go": "go", ".rs": "rust", ".java": "java",
+    ".c": "c", ".h": "c", ".cc": "cpp", ".cpp": "cpp", ".hpp": "cpp", ".cs": "csharp",
+    ".kt": "kotlin", ".swift": "swift", ".scala": "scala", ".php": "php",
+    ".rb": "ruby", ".sh": "shell", ".bash": "shell", ".yaml": "yaml", ".yml": "yaml",
+    ".toml": "toml", ".lua": "lua", ".sql": "sql", ".hs": "haskell",
+    ".html": "html", ".xml": "xml", ".vue": "html", ".css": "css", ".scss": "css",
+}
+
+_HASH = {"python", "ruby", "shell", "yaml", "toml"}
+_DASH = {"lua", "sql", "haskell"}
+_ANGLE = {"html", "xml"}
+_BLOCK_ONLY = {"css"}
+
+
+@dataclass(frozen=True)
+class CommentSyntax:
+    """How the language writes a one-line comment: ``prefix text suffix``."""
+
+    prefix: str
+    suffix: str = ""
+
+    def wrap(self, text: str) -> str:
+        return f"{self.prefix} {text}{' ' + self.suffix if self.suffix else ''}"
+
+
+def language_for_path(path: str | None) -> str | None:
+    """The language name for a file path by its extension, or ``None`` when unknown."""
+    if not path:
+        return None
+    dot = path.rfind(".")
+    return _EXTENSIONS.get(path[dot:].lower()) if dot >= 0 else None
+
+
+def comment_syntax(language: str | None) -> CommentSyntax:
+    """The line-comment syntax a sketch in ``language`` uses for its markers."""
+    if language in _HASH:
+        return CommentSyntax("#")
+    if language in _DASH:
+        return CommentSyntax("--")
+    if language in _ANGLE:
+        return CommentSyntax("<!--", "-->")
+    if language in _BLOCK_ONLY:
+        return CommentSyntax("/*", "*/")
+    return CommentSyntax("//")
+
+
+# A definition header and the name it defines, by language family. The applier uses these
+# cheap patterns to say which definition a sketch block is about; tree-sitter gives spans.
+_DEF_PATTERNS: dict[str, re.Pattern[str]] = {
+    "python": re.compile(r"^(?:async\s+)?(def|class)\s+([A-Za-z_]\w*)"),
+    "go": re.compile(r"^(func|type)\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)"),
+    "rust": re.compile(
+        r"^(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:unsafe\s+)?(fn|struct|enum|trait|mod|impl)\s+([A-Za-z_]\w*)"
+    ),
+    "c_like": re.compile(
+        r"^(?:export\s+)?(?:default\s+)?(?:async\s+)?(function\*?|class|interface|enum|type)\s+([A-Za-z_$][\w$]*)"
+    ),
+    "method": re.compile(
+        r"^(?:(?:public|private|protected|static|final|abstract|synchronized|async|override|get|set)\s+)*"
+        r"(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][\w$]*)\s*\([^;]*\)\s*(?:throws [\w., ]+)?\s*\{\s*$"
+    ),
+    "binding": re.compile(
+        r"^(?:export\s+)?(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function|\(|[A-Za-z_$][\w$]*\s*=>)"
+    ),
+}
+_NOT_METHOD_NAMES = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
+
+
+def definition_name(stripped_line: str, language: str | None) -> tuple[str, str] | None:
+    """``(kind, name)`` when the (stripped) line opens a definition, else ``None``."""
+    if language == "python":
+        m = _DEF_PATTERNS["python"].match(stripped_line)
+        return (m.group(1), m.group(2)) if m else None
+    if language == "go":
+        m = _DEF_PATTERNS["go"].match(stripped_line)
+        return (m.group(1), m.group(2)) if m else None
+    if language == "rust":
+        m = _DEF_PATTERNS["rust"].match(stripped_line)
+        return (m.group(1), m.group(2)) if m else None
+    for key in ("c_like", "binding"):
+        m = _DEF_PATTERNS[key].match(stripped_line)
+        if m:
+            return ("function" if m.group(1).startswith("function") else m.group(1), m.group(2))
+    m = _DEF_PATTERNS["method"].match(stripped_line)
+    if m and m.group(1) not in _NOT_METHOD_NAMES:
+        return ("method", m.group(1))
+    return None
+
+
+def definition_start(keys: list[str], widths: list[int], header: int, lo: int = 0) -> int:
+    """The header's line, or the first decorator/annotation stacked right above it."""
+    p = header
+    while p - 1 >= lo and keys[p - 1].startswith("@") and widths[p - 1] == widths[header]:
+        p -= 1
+    return p
+
+
+def definition_end(keys: list[str], widths: list[int], header: int, hi: int,
+                   language: str | None) -> int:
+    """One past the last line of the definition opened on line ``header`` (stripped keys).
+
+    Python: the indented body (blank lines inside kept, trailing ones not). Brace languages:
+    up to the brace that balances the first one opened (strings and comments not parsed, so
+    a brace in a string can end it early; the applier only uses this where it then checks).
+    """
+    if language == "python":
+        end = header + 1
+        width = widths[header]
+        while end < hi and (not keys[end] or widths[end] > width or keys[end][:1] in ")]}"):
+            end += 1
+        while end - 1 > header and not keys[end - 1]:
+            end -= 1
+        return end
+    depth = 0
+    opened = False
+    for q in range(header, hi):
+        line = keys[q]
+        depth += line.count("{") - line.count("}")
+        opened = opened or "{" in line
+        if opened and depth <= 0:
+            return q + 1
+    return header + 1

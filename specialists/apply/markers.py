@@ -1,0 +1,109 @@
+"""Recognise lazy-edit markers and ``remove`` comments in a sketch line.
+
+A marker is a whole-line comment, in any comment syntax (``#``, ``//``, ``/* */``,
+``{/* */}``, ``<!-- -->``, ``--``), whose text is an ellipsis with a few words
+(``... existing code ...``, ``... keep calculateTotal ...``) or the usual wording without one
+(``// rest of code unchanged``). A ``remove`` comment (``// remove Block``,
+``# remove `x = 1```) deletes what it names. Python's bare ``...`` is code, not a marker.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["LineKind", "MarkerInfo", "classify"]
+
+_COMMENT = re.compile(
+    r"""^(?:
+        \#+\s?(?P<b1>.*?)
+      | //+\s?(?P<b2>.*?)
+      | \{?\s*/\*+\s?(?P<b3>.*?)\s?\*+/\s*\}?
+      | <!--\s?(?P<b4>.*?)\s?-->
+      | --\s(?P<b5>.*?)
+      | /\*+\s?(?P<b6>.*?)
+    )\s*$""",
+    re.X,
+)
+_ELLIPSIS = re.compile(r"\.{3,}|…")
+# Marker wording without a leading ellipsis must open the comment, so that a real comment
+# ("# for other cases.") is never read as a marker.
+_WORDING = re.compile(
+    r"^(?:(?:the\s+)?rest of (?:the\s+)?(?:code|file|function|class|method|body|module|test)s?\b"
+    r"|(?:keep(?:ing)?\s+)?(?:the\s+)?existing\s+(?:code|imports|methods|functions|tests)\b"
+    r"|(?:other|remaining)\s+(?:code|methods|functions|imports|tests)\s+(?:unchanged|as before|remains?)"
+    r"|unchanged(?:\s+code)?\b|code\s+(?:remains|stays)\s+(?:the\s+same|unchanged)"
+    r"|(?:previous|original)\s+code\b)",
+    re.I,
+)
+_REMOVE = re.compile(r"^(?:remove|removed|delete|deleted|drop|dropped)\b[:\s]*(?P<spec>.*)$", re.I)
+_KEEP_NAMED = re.compile(r"\bkeep(?:s|ing)?\s+(?:the\s+)?`?(?P<name>[A-Za-z_$][\w$.]*)`?", re.I)
+_KEEP_NOT_NAMES = {
+    "existing", "the", "rest", "code", "everything", "all", "other", "original", "unchanged",
+    "as", "same", "remaining", "previous", "it", "this", "that", "these", "those", "body",
+}
+_QUOTED = re.compile(r"`([^`]+)`|\"([^\"]+)\"|'([^']+)'")
+_NAME = re.compile(r"(?:the\s+)?([A-Za-z_$][\w$.]*)")
+_SPEC_NOISE = {"the", "a", "an", "this", "that", "these", "line", "lines", "block", "code", "old"}
+
+
+@dataclass(frozen=True)
+class MarkerInfo:
+    """What a marker or remove comment says beyond its position."""
+
+    keep_name: str | None = None
+    remove_quotes: tuple[str, ...] = ()
+    remove_name: str | None = None
+
+
+class LineKind:
+    CODE = 0
+    MARKER = 1
+    REMOVE = 2
+
+
+def _comment_body(stripped: str) -> str | None:
+    if not stripped or stripped[0] not in "#/{<-":
+        return None
+    m = _COMMENT.match(stripped)
+    if not m:
+        return None
+    for key in ("b1", "b2", "b3", "b4", "b5", "b6"):
+        body = m.group(key)
+        if body is not None:
+            return body.strip()
+    return None
+
+
+def _remove_info(spec: str) -> MarkerInfo:
+    spec = _ELLIPSIS.sub(" … ", spec).strip(" .:-…")
+    quotes = tuple(next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(spec))
+    if quotes:
+        return MarkerInfo(remove_quotes=quotes)
+    for word in _NAME.findall(spec):
+        name = word.rstrip(".")
+        if name.lower() not in _SPEC_NOISE and len(name) > 1:
+            return MarkerInfo(remove_name=name)
+    return MarkerInfo()
+
+
+def classify(stripped: str) -> tuple[int, MarkerInfo | None]:
+    """Classify one stripped sketch line as code, a marker, or a remove comment."""
+    body = _comment_body(stripped)
+    if body is None:
+        return LineKind.CODE, None
+    core = _ELLIPSIS.sub(" ", body).strip()
+    removal = _REMOVE.match(core)
+    if removal:
+        return LineKind.REMOVE, _remove_info(removal.group("spec"))
+    # "... existing code ..." leads with its ellipsis; a real comment ("wait for it...") only
+    # ends with one, so a trailing ellipsis needs the usual wording too.
+    leads = _ELLIPSIS.match(body) is not None
+    words = len(core.split())
+    if words <= 10 and (leads or _WORDING.match(core)):
+        keep = _KEEP_NAMED.search(core)
+        name = keep.group("name") if keep else None
+        if name and name.lower() in _KEEP_NOT_NAMES:
+            name = None
+        return LineKind.MARKER, MarkerInfo(keep_name=name)
+    return LineKind.CODE, None

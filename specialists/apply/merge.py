@@ -1,0 +1,783 @@
+"""Deterministic merge of a lazy sketch into the original file.
+
+The sketch is read as blocks of concrete lines separated by markers (keep the original
+lines here) and ``remove`` comments (delete what they name). Each block replaces the
+original region it anchors to; lines of that region the block does not repeat are deleted
+("deletion by context"), lines it adds are inserted.
+
+Anchoring, cheapest first (pure string and hash-map work; tree-sitter only in ``checks``):
+
+1. *Skeleton*: lines unique in both the original and the sketch, chained by a longest
+   increasing subsequence (patience diff), then extended line by line to neighbours.
+2. *Gaps*: between two fixed anchors, a small chaining DP over the remaining candidate
+   (sketch line, original line) pairs. A block's first and last non-blank lines next to a
+   marker are its anchors and weigh most; every original line a block would delete costs a
+   little, so the placement that explains the sketch with the fewest deletions wins; a line
+   whose indentation disagrees with the sketch's (after the uniform shift) costs a little.
+   Two optimal placements that give different files mean the sketch is ambiguous: abstain.
+3. *Floating pieces* with no exact anchor between two markers: a ``remove`` comment's
+   quoted line or named definition, a new definition replacing the one of the same name,
+   or a modified line placed by similarity when exactly one region fits.
+
+Everything that cannot be placed with certainty raises ``Abstain`` with the sketch span.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from typing import Iterable
+
+from specialists.apply.languages import definition_end, definition_name, definition_start
+from specialists.apply.markers import LineKind, MarkerInfo, classify
+from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.text import Lines, indent_width, reindent, split_lines
+
+__all__ = ["Merge", "merge"]
+
+IMPLICIT = 3  # a marker the sketch left out before its first or after its last block
+
+_W_BOUNDARY = 10.0  # a block's first/last non-blank line next to a marker: its anchor
+_W_BLANK_EDGE = 3.0  # a blank first/last line of a block: a weak anchor
+_W_MIDDLE = 0.1  # any other line: matching it must never pay for deleting one
+_DIAG = 0.05  # consecutive sketch lines on consecutive original lines
+_DEL = 0.2  # per original non-blank line a block deletes by context
+_DEL_BLANK = 0.05
+_INDENT = 0.3  # the line's indentation disagrees with the sketch's
+_MAX_NODES = 4000
+_EPS = 1e-9
+
+
+@dataclass
+class Merge:
+    """The merged lines, where each came from, and counts for the result's stats."""
+
+    lines: Lines  # the original, split
+    out: list[str]  # merged raw lines
+    origin: list[int]  # original index of each merged line, or -1 for a new line
+    deleted_by_context: int
+    deleted_by_remove: int
+    fuzzy: int
+    final_newline: bool
+
+    def text(self) -> str:
+        return self.lines.join(self.out, self.final_newline)
+
+
+class _Sketch:
+    """The sketch's lines with their kinds and what the DP needs to know about them."""
+
+    def __init__(self, lines: Lines, okeys: set[str]) -> None:
+        self.raw = lines.raw
+        self.keys = list(lines.keys)
+        self.kinds: list[int] = []
+        self.infos: list[MarkerInfo | None] = []
+        for key in self.keys:
+            kind, info = classify(key)
+            if kind != LineKind.CODE and key in okeys:
+                kind, info = LineKind.CODE, None  # an existing comment, not a marker
+            self.kinds.append(kind)
+            self.infos.append(info)
+        self.final_newline = lines.final_newline
+        self.indent_char = lines.indent_char
+        self.has_separators = any(k != LineKind.CODE for k in self.kinds)
+        if self.has_separators:
+            self._add_implicit_markers()
+        self.widths = [indent_width(line) for line in self.raw]
+        seps = [0]
+        for kind in self.kinds:
+            seps.append(seps[-1] + (kind != LineKind.CODE))
+        self.sep_prefix = seps
+        self.boundary = self._boundaries()
+
+    def _add_implicit_markers(self) -> None:
+        code = [j for j, k in enumerate(self.kinds) if k == LineKind.CODE and self.keys[j]]
+        first_sep = next(j for j, k in enumerate(self.kinds) if k != LineKind.CODE)
+        last_sep = max(j for j, k in enumerate(self.kinds) if k != LineKind.CODE)
+        if code and code[-1] > last_sep:
+            self._insert(len(self.keys))
+        if code and code[0] < first_sep:
+            self._insert(0)
+
+    def _insert(self, at: int) -> None:
+        self.raw.insert(at, "")
+        self.keys.insert(at, "")
+        self.kinds.insert(at, IMPLICIT)
+        self.infos.insert(at, None)
+
+    def _boundaries(self) -> list[bool]:
+        """Lines that anchor a block next to a separator: its first and last line, and its
+        first and last non-blank line (a blank edge line alone anchors weakly)."""
+        n = len(self.keys)
+        flags = [False] * n
+        for order in (range(n), range(n - 1, -1, -1)):
+            state = 2  # 2: right after a separator; 1: saw the blank edge line; 0: done
+            for j in order:
+                if self.kinds[j] != LineKind.CODE:
+                    state = 2
+                elif state:
+                    if state == 2 or self.keys[j]:
+                        flags[j] = True
+                    state = 1 if (state == 2 and not self.keys[j]) else 0
+        return flags
+
+    def sep_between(self, ja: int, jb: int) -> bool:
+        """Whether a marker or remove comment lies strictly between sketch lines ja and jb."""
+        return self.sep_prefix[jb] - self.sep_prefix[ja + 1] > 0
+
+    def span(self, j0: int, j1: int) -> tuple[int, int]:
+        """1-based inclusive span in the caller's sketch (implicit markers removed)."""
+        j0 = max(j0, 0)
+        j1 = min(max(j1, j0), len(self.keys) - 1)
+        implicit_before = 1 if self.kinds and self.kinds[0] == IMPLICIT else 0
+        last = len(self.keys) - implicit_before - (1 if self.kinds[-1] == IMPLICIT else 0)
+        a = min(max(j0 - implicit_before, 0) + 1, max(last, 1))
+        b = min(max(j1 - implicit_before, 0) + 1, max(last, 1))
+        return (a, max(a, b))
+
+
+def _strip_fences(text: str) -> str:
+    stripped = text.strip("\n")
+    if stripped.startswith("```") and stripped.rstrip().endswith("```"):
+        body = stripped.split("\n")
+        if len(body) >= 2:
+            return "\n".join(body[1:-1]) + "\n"
+    return text
+
+
+def _heaviest_chain(pairs: list[tuple[int, int, float]], n: int) -> list[tuple[int, int]]:
+    """Heaviest subsequence of (j, p, weight) triples (sorted by j) with increasing p.
+
+    A weighted patience diff: a block's edge lines weigh more than its middle lines, so a
+    few copy-pasted lines in new code cannot outvote the context line that anchors it.
+    Fenwick tree over p for prefix maxima: O(r log n).
+    """
+    size = n + 1
+    tree_w = [0.0] * (size + 1)
+    tree_i = [-1] * (size + 1)
+    best = [0.0] * len(pairs)
+    prev = [-1] * len(pairs)
+    for i, (_, p, w) in enumerate(pairs):
+        k, top, arg = p, 0.0, -1  # prefix max over positions < p (1-based p)
+        while k > 0:
+            if tree_w[k] > top:
+                top, arg = tree_w[k], tree_i[k]
+            k -= k & -k
+        best[i], prev[i] = top + w, arg
+        k = p + 1
+        while k <= size:
+            if best[i] > tree_w[k]:
+                tree_w[k], tree_i[k] = best[i], i
+            k += k & -k
+    if not pairs:
+        return []
+    i = max(range(len(pairs)), key=best.__getitem__)
+    out: list[tuple[int, int]] = []
+    while i >= 0:
+        out.append((pairs[i][0], pairs[i][1]))
+        i = prev[i]
+    out.reverse()
+    return out
+
+
+def _weak(key: str) -> bool:
+    """Lines too common to anchor on alone: braces, ``else:``, ``return``..."""
+    return len(key) <= 4 or not any(ch.isalnum() for ch in key)
+
+
+class _Merger:
+    def __init__(self, olines: Lines, sk: _Sketch, language: str | None, options: ApplyOptions):
+        self.o = olines
+        self.ok = olines.keys
+        self.sk = sk
+        self.language = language
+        self.options = options
+        self.n = len(olines.keys)
+        self.m = len(sk.keys)
+        pos: dict[str, list[int]] = {}
+        for i, key in enumerate(self.ok):
+            if key:
+                bucket = pos.get(key)
+                if bucket is None:
+                    pos[key] = [i]
+                else:
+                    bucket.append(i)
+        self.pos = pos
+        self.blanks = [i for i, key in enumerate(self.ok) if not key]
+        self.owidth = [indent_width(line) for line in olines.raw]
+        cost = [0.0]
+        for key in self.ok:
+            cost.append(cost[-1] + (_DEL if key else _DEL_BLANK))
+        self.dcost = cost
+        self.sm = [-1] * self.m
+        self.shift = 0
+        self.fuzzy = 0
+
+    # ---- anchoring -------------------------------------------------------------------
+
+    def anchor(self) -> list[tuple[int, int]]:
+        sk, pos = self.sk, self.pos
+        counts: dict[str, int] = {}
+        for j, key in enumerate(sk.keys):
+            if sk.kinds[j] == LineKind.CODE and key:
+                counts[key] = counts.get(key, 0) + 1
+        pairs = []
+        for j, key in enumerate(sk.keys):
+            if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE and not _weak(key):
+                found = pos.get(key)
+                if found is not None and len(found) == 1:
+                    pairs.append((j, found[0], _W_BOUNDARY if sk.boundary[j] else 1.0))
+        skeleton = _heaviest_chain(pairs, self.n)
+        for j, p in skeleton:
+            self.sm[j] = p
+        self.shift = self._estimate_shift(skeleton)
+        self._extend()
+        fixed = self._fixed()
+        for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
+            if jb - ja > 1:
+                self._align_gap(ja, pa, jb, pb)
+        self._extend()
+        return self._fixed()
+
+    def _fixed(self) -> list[tuple[int, int]]:
+        out = [(-1, -1)]
+        out.extend((j, p) for j, p in enumerate(self.sm) if p >= 0)
+        out.append((self.m, self.n))
+        return out
+
+    def _estimate_shift(self, pairs: Iterable[tuple[int, int]]) -> int:
+        votes: dict[int, int] = {}
+        for j, p in pairs:
+            d = self.sk.widths[j] - self.owidth[p]
+            votes[d] = votes.get(d, 0) + 1
+        return max(votes, key=lambda d: (votes[d], -abs(d))) if votes else 0
+
+    def _extend(self) -> None:
+        """Grow every match to equal neighbours up to the next match.
+
+        A run of blank lines is crossed only when the line after it matches too: blank lines
+        next to an insertion are as likely new as old, and taking the wrong ones would push
+        the block's real blank edge line past code the marker keeps.
+        """
+        fixed = self._fixed()
+        used = {p for p in self.sm if p >= 0}
+        for idx in range(1, len(fixed) - 1):
+            j, p = fixed[idx]
+            nj, np_ = fixed[idx + 1]
+            self._grow(j, p, 1, nj, np_, used)
+        fixed = self._fixed()
+        for idx in range(len(fixed) - 2, 0, -1):
+            j, p = fixed[idx]
+            pj, pp = fixed[idx - 1]
+            self._grow(j, p, -1, pj, pp, used)
+
+    def _grow(self, j: int, p: int, step: int, stop_j: int, stop_p: int, used: set[int]) -> None:
+        sk, ok, sm = self.sk, self.ok, self.sm
+
+        def same(jj: int, pp: int) -> bool:
+            return (jj != stop_j and pp != stop_p and 0 <= jj < self.m and 0 <= pp < self.n
+                    and sm[jj] < 0 and sk.kinds[jj] == LineKind.CODE and pp not in used
+                    and sk.keys[jj] == ok[pp])
+
+        while True:
+            run = 0
+            while same(j + step * (run + 1), p + step * (run + 1)) and not ok[p + step * (run + 1)]:
+                run += 1
+            nxt = run + 1
+            if not same(j + step * nxt, p + step * nxt):
+                return
+            for t in range(1, nxt + 1):
+                sm[j + step * t] = p + step * t
+                used.add(p + step * t)
+            j, p = j + step * nxt, p + step * nxt
+
+    def _align_gap(self, ja: int, pa: int, jb: int, pb: int) -> None:
+        sk, pos = self.sk, self.pos
+        nodes: list[tuple[int, int, float]] = []
+        for j in range(ja + 1, jb):
+            key = sk.keys[j]
+            if sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j]):
+                continue
+            found = pos.get(key) if key else self.blanks
+            if not found:
+                continue
+            lo, hi = bisect_right(found, pa), bisect_left(found, pb)
+            weight = (_W_BOUNDARY if key else _W_BLANK_EDGE) if sk.boundary[j] else _W_MIDDLE
+            for p in found[lo:hi]:
+                w = weight
+                if sk.widths[j] - self.shift != self.owidth[p]:
+                    w -= _INDENT if weight > 1 else _W_MIDDLE * 2
+                nodes.append((j, p, w))
+            if len(nodes) > _MAX_NODES:
+                raise Abstain("too many places the sketch's lines could go", sk.span(ja + 1, jb - 1))
+        if not nodes:
+            return
+        chain, tied = self._chain(nodes, ja, pa, jb, pb, prefer_right=False)
+        if tied:  # the other tie-break may give another placement, and another file
+            other, _ = self._chain(nodes, ja, pa, jb, pb, prefer_right=True)
+            if other != chain and self._gap_text(chain, ja, pa, jb, pb) != self._gap_text(
+                other, ja, pa, jb, pb
+            ):
+                raise Abstain(
+                    "ambiguous: the block matches in more than one place and structure does not decide",
+                    sk.span(ja + 1, jb - 1),
+                )
+        for j, p in chain:
+            self.sm[j] = p
+
+    def _chain(self, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int, pb: int,
+               prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
+        """Best monotone chain of nodes; also whether any tie was met on the way."""
+        sk, dcost = self.sk, self.dcost
+        count = len(nodes)
+        best = [0.0] * count
+        back = [-1] * count
+        tied = False
+        for b in range(count):
+            jb_, pb_, wb = nodes[b]
+            score = 0.0 if sk.sep_between(ja, jb_) else -(dcost[pb_] - dcost[pa + 1])
+            arg = -1
+            for a in range(b):
+                ja_, pa_, _ = nodes[a]
+                if ja_ >= jb_ or pa_ >= pb_:
+                    continue
+                if sk.sep_between(ja_, jb_):
+                    v = best[a]
+                else:
+                    v = best[a] - (dcost[pb_] - dcost[pa_ + 1])
+                    if pb_ == pa_ + 1 and jb_ == ja_ + 1:
+                        v += _DIAG
+                if v > score + _EPS:
+                    score, arg = v, a
+                elif v > score - _EPS:
+                    tied = True
+                    if prefer_right:
+                        score, arg = v, a
+            best[b] = score + wb
+            back[b] = arg
+        empty = 0.0 if sk.sep_between(ja, jb) else -(dcost[pb] - dcost[pa + 1])
+        top, end = empty, -1
+        for b in range(count):
+            jb_, pb_, _ = nodes[b]
+            v = best[b] - (0.0 if sk.sep_between(jb_, jb) else dcost[pb] - dcost[pb_ + 1])
+            if v > top + _EPS:
+                top, end = v, b
+            elif v > top - _EPS:
+                tied = True
+                if prefer_right:
+                    top, end = v, b
+        chain: list[tuple[int, int]] = []
+        while end >= 0:
+            chain.append((nodes[end][0], nodes[end][1]))
+            end = back[end]
+        chain.reverse()
+        return chain, tied
+
+    def _gap_text(self, chain: list[tuple[int, int]], ja: int, pa: int, jb: int, pb: int) -> list[str]:
+        """The merged text of one gap under a candidate chain (to compare two placements)."""
+        saved = self.sm[ja + 1:jb]
+        for j, p in chain:
+            self.sm[j] = p
+        try:
+            anchors = [(ja, pa)] + chain + [(jb, pb)]
+            out: list[str] = []
+            for (j0, p0), (j1, p1) in zip(anchors, anchors[1:]):
+                try:
+                    self._emit_gap(j0, p0, j1, p1, out, [], dry=True)
+                except Abstain:
+                    out.append("\x00abstain")
+                if j1 < jb:
+                    out.append(self.ok[p1])
+            return out
+        finally:
+            self.sm[ja + 1:jb] = saved
+
+    # ---- assembly --------------------------------------------------------------------
+
+    def assemble(self, fixed: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
+        out: list[str] = []
+        origin: list[int] = []
+        self.deleted_by_context = 0
+        self.deleted_by_remove = 0
+        for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
+            self._emit_gap(ja, pa, jb, pb, out, origin)
+            if jb < self.m:
+                self._emit_matched(jb, pb, out, origin)
+        return out, origin
+
+    def _emit_matched(self, j: int, p: int, out: list[str], origin: list[int]) -> None:
+        """A sketch line matched to original line p: the original's bytes where they agree.
+
+        The original keeps its indentation characters and line ending; the sketch decides the
+        rest (its trailing whitespace too), and a deliberate re-indent (code moved into a
+        block) takes the sketch's indentation, converted to the original's style.
+        """
+        sraw, oraw = self.sk.raw[j].rstrip("\r"), self.o.raw[p]
+        cr = "\r" if oraw.endswith("\r") else ""
+        obody = oraw[: len(oraw) - len(cr)]
+        if not self.ok[p]:  # blank on both sides: the sketch's whitespace, unless shifted
+            line = "" if self.shift else sraw
+        elif self.sk.widths[j] - self.shift == self.owidth[p]:
+            # Same width: the original's indentation characters, unless the sketch writes
+            # this line in the file's own style and the original line did not (a fix).
+            s_indent = sraw[: len(sraw) - len(sraw.lstrip(" \t"))]
+            o_indent = obody[: len(obody) - len(obody.lstrip(" \t"))]
+            indent = o_indent
+            if not self.shift and s_indent[:1] == self.o.indent_char and o_indent[:1] != self.o.indent_char:
+                indent = s_indent
+            line = indent + sraw.lstrip(" \t")
+        else:
+            out.append(self._new_line(j))
+            origin.append(-1)
+            return
+        if line == obody:
+            out.append(oraw)
+            origin.append(p)
+        else:
+            out.append(line + cr)
+            origin.append(-1)
+
+    def _new_line(self, j: int) -> str:
+        line = self.sk.raw[j]
+        if self.shift or self.sk.indent_char != self.o.indent_char:
+            line = reindent(line, self.sk.widths[j] - self.shift, self.o.indent_char)
+        return line + "\r" if self.o.crlf else line
+
+    def _emit_gap(self, ja: int, pa: int, jb: int, pb: int, out: list[str], origin: list[int],
+                  dry: bool = False) -> None:
+        sk = self.sk
+        items = range(ja + 1, jb)
+        seps = [j for j in items if sk.kinds[j] != LineKind.CODE]
+        if not seps:
+            new = [j for j in items]
+            if not new and all(not self.ok[p] for p in range(pa + 1, pb)):
+                self._keep(pa + 1, pb, out, origin)  # a blank line the sketch dropped
+                return
+            self._delete(pa + 1, pb, by_remove=False, dry=dry)
+            self._emit_new(new, out, origin)
+            return
+        first, last = seps[0], seps[-1]
+        lo, hi = pa + 1, pb
+        pre = self._trim_blanks(list(range(ja + 1, first)), True, lo, hi)
+        post = self._trim_blanks(list(range(last + 1, jb)), False, lo, hi)
+        # A changed definition header next to a marker replaces the header of the same name.
+        if post and hi - 1 >= lo and self._same_definition(post[-1], hi - 1):
+            self._delete(hi - 1, hi, by_remove=False, dry=dry)
+            hi -= 1
+        head: list[int] = []
+        if pre and lo < hi and self._same_definition(pre[0], lo):
+            head = [lo]
+            lo += 1
+        self._emit_new(pre, out, origin)
+        if head:
+            self._delete(head[0], head[0] + 1, by_remove=False, dry=dry)
+        if len(seps) == 1:
+            if sk.kinds[seps[0]] == LineKind.MARKER:
+                cut = self._unfinished_definition(seps[0], lo, hi)
+                if cut > lo:
+                    self._delete(lo, cut, by_remove=False, dry=dry)
+                    lo = cut
+            self._emit_single_sep(seps[0], pre, post, lo, hi, out, origin, dry)
+        else:
+            self._emit_floating(seps, lo, hi, out, origin, dry)
+        self._emit_new(post, out, origin)
+
+    def _trim_blanks(self, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:
+        """Unmatched blank lines next to a marker that the kept span starts (ends) with too:
+        they stand for the same blank lines, which the span keeps."""
+        ok = self.ok
+        if before_sep:
+            p = lo
+            while js and not self.sk.keys[js[-1]] and p < hi and not ok[p]:
+                js.pop()
+                p += 1
+        else:
+            p = hi - 1
+            while js and not self.sk.keys[js[0]] and p >= lo and not ok[p]:
+                js.pop(0)
+                p -= 1
+        return js
+
+    def _emit_single_sep(self, sep: int, pre: list[int], post: list[int], lo: int, hi: int,
+                         out: list[str], origin: list[int], dry: bool) -> None:
+        sk = self.sk
+        kind = sk.kinds[sep]
+        if kind == LineKind.REMOVE:
+            info = sk.infos[sep]
+            if info is not None and (info.remove_quotes or info.remove_name) and lo < hi:
+                target = self._locate_remove(info, lo, hi, sep, required=False)
+                if target is None:
+                    raise Abstain("the remove comment names code that is not where it stands",
+                                  sk.span(sep, sep))
+            self._delete(lo, hi, by_remove=True, dry=dry)
+            return
+        if kind == IMPLICIT:
+            # No marker before the first (after the last) block: either the sketch forgot it
+            # (keep the lines), or its first new lines replace the file's first lines.
+            new = len(post) if sep == 0 else len(pre)
+            if new and hi - lo <= 2 * new + 2:
+                self._delete(lo, hi, by_remove=False, dry=dry)
+                return
+        self._check_keep(sep, lo, hi)
+        self._keep(lo, hi, out, origin)
+
+    def _emit_floating(self, seps: list[int], lo: int, hi: int, out: list[str], origin: list[int],
+                       dry: bool) -> None:
+        """Several separators between two anchors: place each group between the markers.
+
+        A group is a run of remove comments and code lines with no marker inside. One right
+        after the left anchor (or right before the right one) is attached to it; one between
+        two markers floats and is placed by what it names or by similarity.
+        """
+        sk = self.sk
+        groups: list[tuple[int, int]] = []  # inclusive sketch ranges
+        j = seps[0]
+        while j <= seps[-1]:
+            if sk.kinds[j] in (LineKind.MARKER, IMPLICIT):
+                j += 1
+                continue
+            start = j
+            while j <= seps[-1] and sk.kinds[j] not in (LineKind.MARKER, IMPLICIT):
+                j += 1
+            if any(sk.kinds[i] == LineKind.REMOVE or sk.keys[i] for i in range(start, j)):
+                groups.append((start, j - 1))
+        cursor = lo
+        marker_before = False
+        for g0, g1 in groups:
+            attached_left = g0 == seps[0]
+            attached_right = g1 == seps[-1]
+            marker_before = any(sk.kinds[i] in (LineKind.MARKER, IMPLICIT) for i in range(seps[0], g0))
+            t0, t1 = self._locate_group(g0, g1, cursor, hi)
+            if attached_right:
+                t1 = hi
+            if cursor < t0:
+                if attached_left or not marker_before:
+                    self._delete(cursor, t0, by_remove=False, dry=dry)
+                else:
+                    self._check_keep_range(seps[0], g0, cursor, t0)
+                    self._keep(cursor, t0, out, origin)
+            has_remove = any(sk.kinds[i] == LineKind.REMOVE for i in range(g0, g1 + 1))
+            self._delete(t0, t1, by_remove=has_remove, dry=dry)
+            self._emit_new([i for i in range(g0, g1 + 1) if sk.kinds[i] == LineKind.CODE], out, origin)
+            cursor = t1
+        if cursor < hi:
+            self._keep(cursor, hi, out, origin)
+
+    def _check_keep_range(self, first: int, upto: int, lo: int, hi: int) -> None:
+        for i in range(first, upto):
+            if self.sk.kinds[i] == LineKind.MARKER:
+                self._check_keep(i, lo, hi)
+
+    def _locate_group(self, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int]:
+        """The original region a group of remove comments and code lines replaces."""
+        sk = self.sk
+        removes = [i for i in range(g0, g1 + 1) if sk.kinds[i] == LineKind.REMOVE]
+        if not removes:
+            return self._locate_code(g0, g1, lo, hi)
+        t0, t1 = hi, lo
+        cursor = lo
+        for i in removes:
+            target = self._locate_remove(sk.infos[i] or MarkerInfo(), cursor, hi, i, required=True)
+            assert target is not None
+            t0, t1 = min(t0, target[0]), max(t1, target[1])
+            cursor = target[1]
+        return t0, t1
+
+    def _keep(self, lo: int, hi: int, out: list[str], origin: list[int]) -> None:
+        out.extend(self.o.raw[lo:hi])
+        origin.extend(range(lo, hi))
+
+    def _delete(self, lo: int, hi: int, by_remove: bool, dry: bool = False, count: bool = True) -> None:
+        if dry or not count or hi <= lo:
+            return
+        nonblank = sum(1 for p in range(lo, hi) if self.ok[p])
+        if by_remove:
+            self.deleted_by_remove += nonblank
+        else:
+            self.deleted_by_context += nonblank
+
+    def _emit_new(self, js: Iterable[int], out: list[str], origin: list[int]) -> None:
+        for j in js:
+            if self.sk.kinds[j] != LineKind.CODE:
+                continue
+            if self.sm[j] >= 0:
+                self._emit_matched(j, self.sm[j], out, origin)
+            else:
+                out.append(self._new_line(j))
+                origin.append(-1)
+
+    # ---- structure and fuzzy placement -----------------------------------------------
+
+    def _same_definition(self, j: int, p: int) -> bool:
+        if self.sm[j] >= 0 or not self.sk.keys[j] or not self.ok[p]:
+            return False
+        new = definition_name(self.sk.keys[j], self.language)
+        return new is not None and new == definition_name(self.ok[p], self.language)
+
+    def _unfinished_definition(self, sep: int, lo: int, hi: int) -> int:
+        """End of a definition the block before ``sep`` opened but a marker outside it closes.
+
+        ``def bar():`` / ``return 10`` / ``# ... existing code ...`` at the header's level: the
+        marker cannot stand for the rest of ``bar``'s old body, so the new body replaces it.
+        """
+        sk = self.sk
+        j = sep - 1
+        while j >= 0 and sk.kinds[j] == LineKind.CODE:
+            if sk.keys[j] and sk.widths[j] <= sk.widths[sep] and self.sm[j] < 0:
+                return lo  # a line at the marker's level after the header: not inside one
+            if (self.sm[j] >= 0 and sk.widths[j] >= sk.widths[sep]
+                    and definition_name(sk.keys[j], self.language) is not None):
+                end = self._definition_end(self.sm[j], self.n)
+                return end if lo < end <= hi else lo
+            j -= 1
+        return lo
+
+    def _check_keep(self, sep: int, lo: int, hi: int) -> None:
+        info = self.sk.infos[sep]
+        if info is None or not info.keep_name:
+            return
+        name = info.keep_name.split(".")[-1]
+        pattern = re.compile(r"(?<![\w$])" + re.escape(name) + r"(?![\w$])")
+        if not any(pattern.search(self.ok[p]) for p in range(lo, hi)):
+            raise Abstain(f"the marker keeps {info.keep_name!r} but the span it stands for "
+                          f"does not contain it", self.sk.span(sep, sep))
+
+    def _locate_remove(self, info: MarkerInfo, lo: int, hi: int, j: int,
+                       required: bool) -> tuple[int, int] | None:
+        span = self.sk.span(j, j)
+        if info.remove_quotes:
+            first = self._unique_line(info.remove_quotes[0], lo, hi, span, required)
+            if first is None:
+                return None
+            if len(info.remove_quotes) == 1:
+                return (first, first + 1)
+            last_key = info.remove_quotes[-1].strip()
+            for p in range(first, hi):
+                if self.ok[p] == last_key:
+                    return (first, p + 1)
+            if required:
+                raise Abstain("the remove comment's last line is not in the original", span)
+            return None
+        if info.remove_name:
+            found = self._definitions_named(info.remove_name.split(".")[-1].rstrip("()"), lo, hi)
+            if len(found) == 1:
+                return found[0]
+            if required or len(found) > 1:
+                why = "no definition" if not found else "more than one definition"
+                raise Abstain(f"remove comment: {why} named {info.remove_name!r} there", span)
+            return None
+        if required:
+            raise Abstain("the remove comment does not say what to remove", span)
+        return None
+
+    def _unique_line(self, quote: str, lo: int, hi: int, span: tuple[int, int],
+                     required: bool) -> int | None:
+        key = quote.strip()
+        hits = [p for p in range(lo, hi) if self.ok[p] == key]
+        if not hits:
+            hits = [p for p in range(lo, hi) if key and key in self.ok[p]]
+        if len(hits) == 1:
+            return hits[0]
+        if len(hits) > 1:
+            raise Abstain(f"the remove comment's line {quote!r} occurs more than once there", span)
+        if required:
+            raise Abstain(f"the remove comment's line {quote!r} is not in the original", span)
+        return None
+
+    def _definitions_named(self, name: str, lo: int, hi: int) -> list[tuple[int, int]]:
+        out = []
+        for p in range(lo, hi):
+            key = self.ok[p]
+            if name in key:
+                found = definition_name(key, self.language)
+                if found and found[1] == name:
+                    out.append((self._definition_start(p, lo), self._definition_end(p, hi)))
+        return out
+
+    def _definition_start(self, p: int, lo: int) -> int:
+        return definition_start(self.ok, self.owidth, p, lo)
+
+    def _definition_end(self, p: int, hi: int) -> int:
+        return definition_end(self.ok, self.owidth, p, hi, self.language)
+
+    def _locate_code(self, j0: int, j1: int, lo: int, hi: int) -> tuple[int, int]:
+        """Where a block with no exact anchor between two markers goes, or abstain."""
+        sk = self.sk
+        span = sk.span(j0, j1)
+        js = [j for j in range(j0, j1 + 1) if sk.keys[j] and sk.kinds[j] == LineKind.CODE]
+        head = definition_name(sk.keys[js[0]], self.language) if js else None
+        if head is not None:
+            found = self._definitions_named(head[1], lo, hi)
+            if len(found) == 1:
+                self.fuzzy += 1
+                return found[0]
+        if not self.options.fuzzy or not js:
+            raise Abstain("a block between two markers has no line of the original to anchor on",
+                          span)
+        return self._fuzzy_region(js, lo, hi, span)
+
+    def _fuzzy_region(self, js: list[int], lo: int, hi: int, span: tuple[int, int]) -> tuple[int, int]:
+        """The one contiguous original region the block's lines are edits of."""
+        threshold = self.options.fuzzy_threshold
+        sk = self.sk
+        best: dict[int, list[tuple[float, int]]] = {}
+        for j in js:
+            key = sk.keys[j]
+            scored = []
+            matcher = difflib.SequenceMatcher(None, key, autojunk=False)
+            for p in range(lo, hi):
+                other = self.ok[p]
+                if not other:
+                    continue
+                matcher.set_seq1(other)
+                if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
+                    continue
+                ratio = matcher.ratio()
+                if ratio >= threshold:
+                    scored.append((ratio, p))
+            scored.sort(reverse=True)
+            best[j] = scored
+        matched = {j: s[0] for j, s in best.items() if s}
+        if not matched:
+            raise Abstain("a block between two markers matches no line of the original", span)
+        for j, (ratio, p) in matched.items():
+            rivals = [q for r, q in best[j][1:] if r > ratio - 0.05 and q != p]
+            if rivals:
+                raise Abstain("a block between two markers is similar to more than one place", span)
+        positions = [p for _, p in (matched[j] for j in js if j in matched)]
+        if positions != sorted(positions) or len(set(positions)) != len(positions):
+            raise Abstain("a block between two markers matches the original out of order", span)
+        t0, t1 = positions[0], positions[-1] + 1
+        if t1 - t0 > len(js) + 2:
+            raise Abstain("a block between two markers matches lines too far apart", span)
+        self.fuzzy += 1
+        return (t0, t1)
+
+
+def merge(original: str, sketch: str, language: str | None, options: ApplyOptions) -> Merge:
+    """Merge ``sketch`` into ``original``; raises ``Abstain`` when it cannot do so safely."""
+    olines = split_lines(original)
+    slines = split_lines(_strip_fences(sketch))
+    okeys = set(olines.keys)
+    sk = _Sketch(slines, okeys)
+    if not any(k for j, k in enumerate(sk.keys) if sk.kinds[j] == LineKind.CODE) and not any(
+        kind == LineKind.REMOVE for kind in sk.kinds
+    ):
+        raise Abstain("the sketch has no code, only markers", (1, max(len(slines.raw), 1)))
+    merger = _Merger(olines, sk, language, options)
+    fixed = merger.anchor()
+    out, origin = merger.assemble(fixed)
+    final_newline = olines.final_newline
+    if not final_newline and slines.final_newline and sk.kinds and sk.kinds[-1] == LineKind.CODE:
+        final_newline = True  # the sketch's last line ends the file, and with a newline
+    return Merge(
+        lines=olines,
+        out=out,
+        origin=origin,
+        deleted_by_context=merger.deleted_by_context,
+        deleted_by_remove=merger.deleted_by_remove,
+        fuzzy=merger.fuzzy,
+        final_newline=final_newline,
+    )

@@ -1,0 +1,62 @@
+"""What the applier returns, and the exception it uses internally to abstain."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Abstain", "ApplyOptions", "ApplyResult"]
+
+
+class Abstain(Exception):
+    """Raised inside the applier when it cannot place part of a sketch with certainty."""
+
+    def __init__(self, reason: str, span: tuple[int, int] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.span = span
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    """Knobs of the deterministic applier; the defaults are what the benchmark measures."""
+
+    max_delete_share: float = 0.3
+    """Abstain when lines deleted by context alone exceed this share of the original's
+    non-blank lines (Continue's applier rejects results that remove over 30% of lines)."""
+    min_delete_lines: int = 8
+    """...and exceed this many lines, so small files can still lose a few lines."""
+    parse_check: bool = True
+    """Abstain when the edited regions parsed before and do not after (tree-sitter)."""
+    fuzzy: bool = True
+    """Place a block with no exact anchor (a modified line with no context) by similarity."""
+    fuzzy_threshold: float = 0.6
+    """Lowest similarity (difflib ratio) for a fuzzy placement."""
+    max_lines: int = 200_000
+    """Abstain on larger inputs instead of spending unbounded time."""
+
+
+@dataclass
+class ApplyResult:
+    """The merged file and its diff, or an abstain with the reason and the sketch lines at fault.
+
+    ``span`` is 1-based and inclusive, in sketch lines.
+    """
+
+    status: str
+    merged: str | None = None
+    diff: str = ""
+    reason: str | None = None
+    span: tuple[int, int] | None = None
+    path: str | None = None
+    confidence: float = 1.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def applied(self) -> bool:
+        return self.status == "applied"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["span"] = list(self.span) if self.span else None
+        return data

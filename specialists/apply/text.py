@@ -1,0 +1,77 @@
+"""Line handling shared by the applier and the sketch generator: split, keys, indentation.
+
+Lines are kept without their ``\\n``; a CRLF file keeps its ``\\r`` on each line so that kept
+lines come back byte for byte. Matching uses the stripped line as the key, so tabs vs
+spaces, trailing whitespace and a uniform indentation shift do not stop a match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Lines", "indent_of", "indent_width", "reindent", "split_lines"]
+
+TAB_WIDTH = 4
+
+
+@dataclass
+class Lines:
+    """A text split into lines, with what it takes to join it back exactly."""
+
+    raw: list[str]  # each line without "\n" (a CRLF line keeps its "\r")
+    keys: list[str]  # each line stripped: the matching key
+    final_newline: bool
+    crlf: bool  # most lines end in "\r\n"
+    indent_char: str  # "\t" or " ": what most indented lines start with
+
+    def join(self, raw: list[str], final_newline: bool | None = None) -> str:
+        end = self.final_newline if final_newline is None else final_newline
+        if not raw:
+            return ""
+        return "\n".join(raw) + ("\n" if end else "")
+
+
+def split_lines(text: str) -> Lines:
+    raw = text.split("\n")
+    final_newline = text.endswith("\n")
+    if final_newline or raw == [""]:
+        raw.pop()
+    crs = sum(1 for line in raw if line.endswith("\r"))
+    tabs = spaces = 0
+    for line in raw[:400]:
+        if line.startswith("\t"):
+            tabs += 1
+        elif line.startswith(" "):
+            spaces += 1
+    return Lines(
+        raw=raw,
+        keys=[line.strip() for line in raw],
+        final_newline=final_newline,
+        crlf=bool(raw) and crs * 2 > len(raw),
+        indent_char="\t" if tabs > spaces else " ",
+    )
+
+
+def indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def indent_width(line: str) -> int:
+    width = 0
+    for ch in line:
+        if ch == " ":
+            width += 1
+        elif ch == "\t":
+            width += TAB_WIDTH
+        else:
+            break
+    return width
+
+
+def reindent(line: str, width: int, indent_char: str) -> str:
+    """``line`` with its leading whitespace replaced by ``width`` columns in ``indent_char``."""
+    body = line.lstrip(" \t")
+    width = max(width, 0)
+    if indent_char == "\t":
+        return "\t" * (width // TAB_WIDTH) + " " * (width % TAB_WIDTH) + body
+    return " " * width + body
