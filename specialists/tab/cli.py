@@ -1,0 +1,109 @@
+"""``complement tab pretrain|train`` and ``complement data from-git``.
+
+``register(subparsers)`` adds both the ``tab`` and the ``data`` commands to the main CLI;
+each training command's flags are its hyperparameter dataclass's fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "main"]
+
+
+def _add_dataclass(parser: argparse.ArgumentParser, cls: type) -> None:
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default)
+        elif isinstance(default, (list, tuple)):
+            parser.add_argument(flag, dest=f.name, nargs="*", default=default)
+        else:
+            parser.add_argument(flag, dest=f.name, type=type(default), default=default)
+
+
+def _from_namespace(cls: type, ns: argparse.Namespace) -> Any:
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        if isinstance(f.default, tuple):
+            values[f.name] = tuple(values[f.name])
+    return cls(**values)
+
+
+def _pretrain(ns: argparse.Namespace) -> int:
+    from specialists.tab.pretrain import PretrainArgs, pretrain
+
+    figures = pretrain(_from_namespace(PretrainArgs, ns))
+    print(json.dumps({k: v for k, v in figures.items() if k not in ("history", "args")}))
+    return 0
+
+
+def _train(ns: argparse.Namespace) -> int:
+    from specialists.tab.train import Args, train
+
+    summary = train(_from_namespace(Args, ns))
+    print(json.dumps({"best": summary["best"], "minutes": summary["minutes"], "out": ns.out}))
+    return 0
+
+
+def _from_git(ns: argparse.Namespace) -> int:
+    from specialists.tab.data import from_git, write_pairs
+
+    try:
+        pairs = from_git(ns.path, name=ns.name, max_pairs=ns.max_pairs, seed=ns.seed)
+    except (ValueError, OSError) as exc:
+        print(f"complement data from-git: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # git itself failed: say what it said
+        stderr = getattr(exc, "stderr", "") or ""
+        print(f"complement data from-git: git failed on {ns.path}: {stderr.strip() or exc}", file=sys.stderr)
+        return 2
+    if ns.out == "-":
+        for pair in pairs:
+            print(json.dumps(pair.to_json(), ensure_ascii=False))
+        return 0
+    n = write_pairs(pairs, ns.out)
+    print(json.dumps({"pairs": n, "out": ns.out}), file=sys.stderr)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tab`` (pretrain, train) and ``data`` (from-git) to the main CLI."""
+    from specialists.tab.pretrain import PretrainArgs
+    from specialists.tab.train import Args
+
+    tab = subparsers.add_parser("tab", help="the Tab specialist: pretrain the LM, train the policy")
+    tab_sub = tab.add_subparsers(dest="tab_command", required=True)
+    p = tab_sub.add_parser("pretrain", help="train the tokenizer and the small LM here (CPU: < 1 hour)")
+    _add_dataclass(p, PretrainArgs)
+    p.set_defaults(func=_pretrain)
+    t = tab_sub.add_parser("train", help="train the policy by REINFORCE on replayed edits")
+    _add_dataclass(t, Args)
+    t.set_defaults(func=_train)
+
+    data = subparsers.add_parser("data", help="edit data for Tab and the benchmarks")
+    data_sub = data.add_subparsers(dest="data_command", required=True)
+    g = data_sub.add_parser("from-git", help="mine before/after pairs from a git repository (JSONL)")
+    g.add_argument("path", help="a local git repository")
+    g.add_argument("--out", default="-", help="output .jsonl or .jsonl.gz")
+    g.add_argument("--name", default=None, help="project name in the 'repo' field (default: folder name)")
+    g.add_argument("--max-pairs", type=int, default=400)
+    g.add_argument("--seed", type=int, default=0)
+    g.set_defaults(func=_from_git)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (``python -m specialists.tab.cli``) with the same commands."""
+    parser = argparse.ArgumentParser(prog="complement")
+    register(parser.add_subparsers(dest="command", required=True))
+    ns = parser.parse_args(argv)
+    return int(ns.func(ns) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,277 @@
+"""What the policy and the baselines see of a request: state features, candidates, actions.
+
+``observe`` turns a :class:`TabRequest` into an :class:`Observation`: the candidates (context
+copy, next-edit, the LM's own), the actions — each a candidate cut at one point, so the
+policy picks *which* and *how much* in one choice, or nothing — and their features.
+
+``copilot_features`` are the hand features of GitHub Copilot's contextual filter
+(``PRIOR_ART.md``), used by baseline (b) and, with the LM's hidden state, by the policy.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
+from specialists.tab.replay import Suggestion, TabRequest
+
+__all__ = ["Observation", "observe", "copilot_features", "COPILOT_FEATURES",
+           "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",
+           "STATE_FEATURES"]
+
+LANGS = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
+CHARS = tuple(" \n\t()[]{}.,:;=+-*/\"'#_<>!&|%@") + ("alpha", "digit", "other")
+SOURCES = ("file", "edit", "open_file", "lm", "next_edit")
+_SEGMENT = re.compile(r"\s+|\w+|[^\w\s]")
+
+
+def _char_class(ch: str) -> str:
+    if ch in CHARS:
+        return ch
+    if ch.isalpha():
+        return "alpha"
+    if ch.isdigit():
+        return "digit"
+    return "other"
+
+
+def _named(prefix: str, values: tuple[str, ...]) -> list[str]:
+    return [f"{prefix}={v!r}" if len(v) == 1 else f"{prefix}={v}" for v in values]
+
+
+#: Names of ``copilot_features`` in order: the filter's hand features (PRIOR_ART.md).
+COPILOT_FEATURES: list[str] = [
+    "last_accepted", "whitespace_right", "log_seconds_since_last", "log_prefix_last_line",
+    "log_prefix_last_line_rstrip", "log_document_length", "log_cursor_offset",
+    "relative_cursor", *_named("lang", LANGS + ("other",)), *_named("last_char", CHARS),
+    *_named("last_nonspace", CHARS),
+]
+
+
+def copilot_features(req: TabRequest) -> list[float]:
+    """The contextual filter's inputs for one request, in ``COPILOT_FEATURES`` order."""
+    doc, cur = req.file, req.cursor
+    left = doc[:cur]
+    line_end = doc.find("\n", cur)
+    right_of_cursor = doc[cur : len(doc) if line_end < 0 else line_end]
+    last_line = left[left.rfind("\n") + 1 :]
+    since = req.seconds_since_last
+    x = [
+        1.0 if req.last_outcome == "accepted" else 0.0,
+        1.0 if not right_of_cursor.strip() else 0.0,
+        math.log1p(since) if since is not None else 0.0,
+        math.log1p(len(last_line)),
+        math.log1p(len(last_line.rstrip())),
+        math.log1p(len(doc)),
+        math.log1p(cur),
+        cur / len(doc) if doc else 0.0,
+    ]
+    lang = req.language if req.language in LANGS else "other"
+    x += [1.0 if lang == v else 0.0 for v in LANGS + ("other",)]
+    last = _char_class(left[-1]) if left else None
+    x += [1.0 if last == v else 0.0 for v in CHARS]
+    stripped = left.rstrip()
+    nonspace = _char_class(stripped[-1]) if stripped else None
+    x += [1.0 if nonspace == v else 0.0 for v in CHARS]
+    return x
+
+
+#: Features that depend on the policy's own past (recomputed during rollouts, never cached).
+DYNAMIC_FEATURES = ["last_accepted", "last_rejected", "last_none", "first_request",
+                    "log_seconds_since_last"]
+
+
+def dynamic_features(req: TabRequest) -> list[float]:
+    since = req.seconds_since_last
+    return [float(req.last_outcome == "accepted"), float(req.last_outcome == "rejected"),
+            float(req.last_outcome == "none"), float(req.last_outcome is None),
+            math.log1p(since) if since is not None else 0.0]
+
+
+STATIC_STATE = [n for n in COPILOT_FEATURES if n not in ("last_accepted", "log_seconds_since_last")] + [
+    "n_candidates", "n_copy", "has_lm", "n_recent_edits", "log_right_line", "at_line_start"]
+STATE_FEATURES = STATIC_STATE + DYNAMIC_FEATURES
+
+ACTION_FEATURES = [
+    *_named("src", SOURCES), "rank", "log_match", "log_votes", "log_occurrences", "log_distance",
+    "log_cut_chars", "cut_segments", "cut_fraction", "cut_lines", "cut_at_line_end", "cut_at_end",
+    "lp_sum", "lp_mean", "lp_min", "lp_next", "lp_scored", "lp_unscored", "log_len",
+    "right_overlap", "closing_only", "agree_lm", "agree_copy", "rewrite_offset", "is_rewrite",
+]
+
+
+@dataclass
+class ObserveConfig:
+    min_match: int = 4
+    max_copy: int = 3
+    max_lines: int = 3
+    max_chars: int = 160
+    max_cuts: int = 12
+    use_lm: bool = True
+    copy: bool = True
+    """Context-copy and next-edit candidates (off: the LM alone, as baselines a/b/c/e run)."""
+
+
+@dataclass
+class Observation:
+    """Everything the policy needs about one request; all but ``dynamic`` is cacheable."""
+
+    static: Any  # (S_static,) float32
+    hidden: Any  # (C,) float32, empty without an LM
+    actions: Any  # (A, F) float32
+    rows: Any  # (A, 2) int32: candidate index, characters of it shown
+    candidates: list[Candidate]
+    cursor: int
+    dynamic: Any = None  # (S_dyn,) float32: the policy's own past, refreshed per request
+
+    def suggestion(self, i: int) -> Suggestion:
+        """Action row ``i`` as the edit it shows."""
+        cand, cut = (int(v) for v in self.rows[i])
+        c = self.candidates[cand]
+        if c.is_rewrite:
+            return Suggestion(c.start, c.end, c.text)
+        return Suggestion(self.cursor, self.cursor, c.text[:cut])
+
+    def with_request(self, req: TabRequest) -> "Observation":
+        """A copy whose dynamic features are this request's (for a cached observation)."""
+        import numpy as np
+
+        return replace(self, dynamic=np.array(dynamic_features(req), dtype=np.float32))
+
+
+def cut_points(text: str, max_cuts: int = 12) -> list[int]:
+    """Where a candidate may be cut: after each word, space run or symbol of its first line
+    that has content, then at the end of each later line."""
+    cuts: list[int] = []
+    first_nl = text.find("\n")
+    head_end = len(text) if first_nl < 0 else first_nl
+    if not text[:head_end].strip():  # the first line is empty: cut in the next one
+        nxt = text.find("\n", head_end + 1)
+        head_end = len(text) if nxt < 0 else nxt
+    for m in _SEGMENT.finditer(text, 0, head_end):
+        if text[: m.end()].strip() and not m.group().isspace():
+            cuts.append(m.end())
+    cuts = cuts[:max_cuts]
+    pos = head_end
+    while pos < len(text):
+        nl = text.find("\n", pos + 1)
+        end = len(text) if nl < 0 else nl
+        if text[pos:end].strip():
+            cuts.append(end)
+        pos = end
+    return sorted(set(cuts))
+
+
+def line_cut(text: str) -> int:
+    """The end of the first line with content: the whole-line suggestion (0: none)."""
+    start = 0
+    while True:
+        nl = text.find("\n", start)
+        end = len(text) if nl < 0 else nl
+        if text[start:end].strip():
+            return end
+        if nl < 0:
+            return 0
+        start = nl + 1
+
+
+def _sources(req: TabRequest, open_files: list[str]) -> list[Source]:
+    srcs = [Source("file", req.file, exclude_end=req.cursor)]
+    for e in req.recent_edits:
+        for text in (e.old, e.new):
+            if len(text) >= 4:
+                srcs.append(Source("edit", text))
+    srcs += [Source("open_file", t) for t in open_files if t]
+    return srcs
+
+
+def _lp_stats(c: Candidate, cut: int) -> tuple[float, float, float, float, float, float]:
+    lps = [lp for lp, end in zip(c.token_logprobs, c.token_ends) if end <= cut]
+    nxt = next((lp for lp, end in zip(c.token_logprobs, c.token_ends) if end > cut), 0.0)
+    scored_to = c.token_ends[-1] if c.token_ends else 0
+    if not lps:
+        return 0.0, 0.0, 0.0, float(nxt), 0.0, 1.0 if cut > scored_to else 0.0
+    return (float(sum(lps)), float(sum(lps) / len(lps)), float(min(lps)), float(nxt),
+            float(len(lps)), 1.0 if cut > scored_to else 0.0)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _action_row(c: Candidate, rank: int, cut: int, req: TabRequest, right_line: str,
+                others: list[Candidate], lm_text: str) -> list[float]:
+    shown = c.text[:cut]
+    lp = _lp_stats(c, cut)
+    rest_line = c.text[cut:].split("\n", 1)[0]
+    agree_copy = sum(1 for o in others if o is not c and o.source != "lm" and o.text.startswith(shown))
+    return [
+        *[1.0 if c.source == s else 0.0 for s in SOURCES],
+        float(rank), math.log1p(c.match_len), math.log1p(c.votes), math.log1p(c.occurrences),
+        math.log1p(c.distance), math.log1p(cut), float(len(_SEGMENT.findall(shown))),
+        cut / max(1, len(c.text)), float(shown.count("\n")),
+        1.0 if cut == len(c.text) or c.text[cut : cut + 1] == "\n" else 0.0,
+        1.0 if cut == len(c.text) else 0.0,
+        lp[0] / 10.0, lp[1], lp[2], lp[3], math.log1p(lp[4]), lp[5], math.log1p(len(c.text)),
+        1.0 if right_line.strip() and rest_line.strip() == right_line.strip() else 0.0,
+        1.0 if shown.strip() and not shown.strip().strip(")]};,") else 0.0,
+        _common_prefix(shown, lm_text) / max(1, len(shown)) if lm_text else 0.0,
+        math.log1p(agree_copy),
+        math.log1p(abs(c.start - req.cursor)), 1.0 if c.is_rewrite else 0.0,
+    ]
+
+
+def observe(req: TabRequest, lm: Any = None, config: ObserveConfig | None = None,
+            open_files: list[str] | None = None) -> Observation:
+    """Candidates, actions and features for one request (``lm``: a :class:`TabLM` or None)."""
+    import numpy as np
+
+    cfg = config or ObserveConfig()
+    left = req.file[: req.cursor]
+    cands: list[Candidate] = []
+    rewrites: list[Candidate] = []
+    if cfg.copy:
+        cands = copy_candidates(left, _sources(req, open_files or []), req.cursor, min_match=cfg.min_match,
+                                max_candidates=cfg.max_copy, max_lines=cfg.max_lines, max_chars=cfg.max_chars)
+        rewrites = next_edit_candidates(req.file, req.cursor, req.recent_edits)
+    n_copy = len(cands)
+    hidden = np.zeros(getattr(lm, "hidden_size", 0) if lm is not None else 0, dtype=np.float32)
+    lm_cand = None
+    if lm is not None and cfg.use_lm:
+        analysis = lm.analyze(left, cands)
+        hidden = analysis.hidden.astype(np.float32)
+        lm_cand = analysis.lm_candidate
+    cands = cands + ([lm_cand] if lm_cand is not None else []) + rewrites
+    line_end = req.file.find("\n", req.cursor)
+    right_line = req.file[req.cursor : len(req.file) if line_end < 0 else line_end]
+    lm_text = lm_cand.text if lm_cand is not None else ""
+    rows: list[tuple[int, int]] = []
+    feats: list[list[float]] = []
+    for i, c in enumerate(cands):
+        if c.is_rewrite:
+            cuts = [len(c.text)]
+        elif c.source == "lm":
+            cuts = sorted({e for e in c.token_ends if c.text[:e].strip()})
+        else:
+            cuts = cut_points(c.text, cfg.max_cuts)
+        for cut in cuts:
+            rows.append((i, cut))
+            feats.append(_action_row(c, i, cut, req, right_line, cands, lm_text))
+    copilot = copilot_features(req)
+    static_names = STATIC_STATE
+    cp = dict(zip(COPILOT_FEATURES, copilot))
+    extra = {"n_candidates": float(len(cands)), "n_copy": float(n_copy), "has_lm": float(lm_cand is not None),
+             "n_recent_edits": float(len(req.recent_edits)), "log_right_line": math.log1p(len(right_line)),
+             "at_line_start": 1.0 if not left[left.rfind("\n") + 1 :].strip() else 0.0}
+    static = np.array([cp[n] if n in cp else extra[n] for n in static_names], dtype=np.float32)
+    actions = np.array(feats, dtype=np.float32).reshape(len(rows), len(ACTION_FEATURES))
+    return Observation(static=static, hidden=hidden, actions=actions,
+                       rows=np.array(rows, dtype=np.int32).reshape(len(rows), 2), candidates=cands,
+                       cursor=req.cursor, dynamic=np.array(dynamic_features(req), dtype=np.float32))

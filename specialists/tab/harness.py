@@ -1,0 +1,115 @@
+"""Run a decision rule over replayed edits and measure it — one harness for every policy.
+
+A *decider* maps ``(request, observation)`` to a suggestion or ``None``. :func:`run` replays
+pairs through :class:`~specialists.tab.replay.Session`, asks the decider at every request,
+lets the simulated user answer, and sums the figures the benchmark reports. Observations
+are cached by state (the replay visits the same states whatever the policy does, except
+the policy's own past, which is refreshed per request), so baselines, the policy and every
+training rollout share one feature pass.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from specialists.tab.data import Pair
+from specialists.tab.features import Observation, ObserveConfig, observe
+from specialists.tab.replay import Outcome, RewardConfig, Session, Suggestion, TabRequest
+
+__all__ = ["ObservationCache", "Metrics", "run", "Decider", "measure_latency"]
+
+Decider = Callable[[TabRequest, Observation], Suggestion | None]
+
+
+class ObservationCache:
+    """Observations by state: (pair, cursor, file). The LM is frozen while a cache lives."""
+
+    def __init__(self, lm: Any = None, config: ObserveConfig | None = None) -> None:
+        self.lm = lm
+        self.config = config or ObserveConfig()
+        self._store: dict[tuple, Observation] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, pair_key: str, req: TabRequest) -> Observation:
+        key = (pair_key, req.cursor, len(req.file), hash(req.file))
+        obs = self._store.get(key)
+        if obs is None:
+            self.misses += 1
+            obs = observe(req, self.lm, self.config)
+            self._store[key] = obs
+        else:
+            self.hits += 1
+        return obs.with_request(req)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+def pair_key(pair: Pair) -> str:
+    return f"{pair.repo}:{pair.commit}:{pair.path}"
+
+
+@dataclass
+class Metrics:
+    requests: int = 0
+    shown: int = 0
+    accepted: int = 0
+    reward: float = 0.0
+    chars_saved: int = 0
+    chars_total: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+
+    def add(self, outcome: Outcome) -> None:
+        self.requests += 1
+        self.shown += outcome.shown
+        self.accepted += outcome.accepted
+        self.reward += outcome.reward
+        self.chars_saved += outcome.chars_saved
+
+    def summary(self) -> dict[str, float]:
+        n = max(1, self.requests)
+        lat = sorted(self.latencies_ms)
+
+        def pct(q: float) -> float:
+            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else float("nan")
+
+        return {"requests": self.requests, "show_rate": round(self.shown / n, 4),
+                "accept_rate": round(self.accepted / max(1, self.shown), 4),
+                "reward_per_request": round(self.reward / n, 4),
+                "chars_saved_per_1000": round(1000 * self.chars_saved / max(1, self.chars_total), 2),
+                "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
+
+
+def run(pairs: Iterable[Pair], decide: Decider, cache: ObservationCache,
+        reward: RewardConfig | None = None,
+        on_step: Callable[[TabRequest, Observation, Suggestion | None, Outcome], None] | None = None) -> Metrics:
+    """Replay ``pairs`` with ``decide`` choosing at each request; ``on_step`` sees each decision."""
+    m = Metrics()
+    for pair in pairs:
+        session = Session(pair, reward=reward)
+        key = pair_key(pair)
+        while (req := session.next_request()) is not None:
+            obs = cache.get(key, req)
+            sug = decide(req, obs)
+            out = session.respond(sug)
+            m.add(out)
+            if on_step is not None:
+                on_step(req, obs, sug, out)
+        m.chars_total += session.total_chars
+    return m
+
+
+def measure_latency(requests: list[TabRequest], decide: Decider, lm: Any,
+                    config: ObserveConfig, warmup: int = 5) -> list[float]:
+    """Per-request wall time (features, LM, decision), one request at a time, no cache."""
+    for req in requests[:warmup]:
+        decide(req, observe(req, lm, config))
+    out = []
+    for req in requests:
+        t0 = time.perf_counter()
+        decide(req, observe(req, lm, config))
+        out.append((time.perf_counter() - t0) * 1000)
+    return out

@@ -1,0 +1,236 @@
+"""The Tab policy: which candidate, how much of it, or nothing — and its on-policy update.
+
+A small head over the LM's last hidden state and the state features scores every action
+(one candidate cut at one point, features from :mod:`specialists.tab.features`) against
+"show nothing"; the policy is the softmax over those scores. A second head is the learned
+baseline (the value of the state) for REINFORCE.
+
+On-policy discipline (DESIGN.md, the online loop): every :class:`Action` carries the
+``version`` of the policy that drew it, and :meth:`TabPolicy.train_step` refuses any sample
+drawn by another version — older samples are off-policy. Each update bumps the version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from specialists.tab.features import ACTION_FEATURES, STATE_FEATURES, Observation
+from specialists.tab.replay import Suggestion
+
+__all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "OffPolicyError"]
+
+
+class OffPolicyError(ValueError):
+    """A sample drawn by another policy version was handed to ``train_step``."""
+
+
+@dataclass
+class Action:
+    index: int
+    """0: show nothing; ``i + 1``: the observation's action row ``i``."""
+    logprob: float
+    version: int
+    suggestion: Suggestion | None = None
+    value: float = 0.0
+    prob_show: float = 0.0
+
+    @property
+    def shown(self) -> bool:
+        return self.index > 0
+
+
+@dataclass
+class Sample:
+    """One decision and its reward, as the trainer (or the event store) keeps it."""
+
+    obs: Observation
+    action: Action
+    reward: float
+
+    @property
+    def version(self) -> int:
+        return self.action.version
+
+
+@dataclass
+class PolicyConfig:
+    hidden_size: int = 0
+    """Size of the LM's hidden state (0: no LM features)."""
+    width: int = 64
+    lr: float = 3e-3
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 1.0
+    normalize_advantages: bool = False
+    n_state: int = len(STATE_FEATURES)
+    n_action: int = len(ACTION_FEATURES)
+
+
+def _net(cfg: PolicyConfig):
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm_proj = nn.Linear(cfg.hidden_size, cfg.width) if cfg.hidden_size else None
+            self.state = nn.Sequential(nn.Linear(cfg.n_state, cfg.width), nn.Tanh())
+            self.action = nn.Sequential(nn.Linear(cfg.n_action + cfg.width, cfg.width), nn.Tanh(),
+                                        nn.Linear(cfg.width, 1))
+            self.none = nn.Linear(cfg.width, 1)
+            self.value = nn.Sequential(nn.Linear(cfg.width, cfg.width), nn.Tanh(), nn.Linear(cfg.width, 1))
+            self.register_buffer("s_mean", torch.zeros(cfg.n_state))
+            self.register_buffer("s_std", torch.ones(cfg.n_state))
+            self.register_buffer("a_mean", torch.zeros(cfg.n_action))
+            self.register_buffer("a_std", torch.ones(cfg.n_action))
+
+        def encode(self, state: Any, hidden: Any) -> Any:
+            z = self.state((state - self.s_mean) / self.s_std)  # (B, W)
+            if self.lm_proj is not None:
+                z = z + torch.tanh(self.lm_proj(hidden))
+            return z
+
+        def forward(self, state: Any, hidden: Any, actions: Any, mask: Any) -> tuple[Any, Any]:
+            """state (B, S), hidden (B, C), actions (B, A, F), mask (B, A) -> logits (B, 1 + A), value (B,)."""
+            z = self.encode(state, hidden)
+            a = (actions - self.a_mean) / self.a_std
+            za = z.unsqueeze(1).expand(-1, a.shape[1], -1)
+            scores = self.action(torch.cat([a, za], dim=-1)).squeeze(-1)  # (B, A)
+            scores = scores.masked_fill(~mask, float("-inf"))
+            logits = torch.cat([self.none(z), scores], dim=1)
+            return logits, self.value(z).squeeze(-1)
+
+    return Head()
+
+
+class TabPolicy:
+    """``act(obs) -> Action``; ``train_step(samples)`` on the current version's samples only."""
+
+    def __init__(self, config: PolicyConfig | None = None, version: int = 0, seed: int = 0) -> None:
+        import torch
+
+        self.config = config or PolicyConfig()
+        torch.manual_seed(seed)
+        self.net = _net(self.config)
+        self.version = version
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
+        self._gen = torch.Generator().manual_seed(seed)
+
+    # -- acting ------------------------------------------------------------------------
+    def _tensors(self, obs_list: Sequence[Observation]) -> tuple[Any, Any, Any, Any]:
+        import numpy as np
+        import torch
+
+        B = len(obs_list)
+        A = max(1, max(len(o.rows) for o in obs_list))
+        F = self.config.n_action
+        actions = np.zeros((B, A, F), dtype=np.float32)
+        mask = np.zeros((B, A), dtype=bool)
+        for b, o in enumerate(obs_list):
+            n = len(o.rows)
+            if n:
+                actions[b, :n] = o.actions
+                mask[b, :n] = True
+        state = np.stack([np.concatenate([o.static, o.dynamic]) for o in obs_list]).astype(np.float32)
+        C = self.config.hidden_size
+        hidden = np.stack([o.hidden if len(o.hidden) == C else np.zeros(C, np.float32) for o in obs_list]) \
+            if C else np.zeros((B, 0), np.float32)
+        return (torch.from_numpy(state), torch.from_numpy(hidden.astype(np.float32)),
+                torch.from_numpy(actions), torch.from_numpy(mask))
+
+    def act(self, obs: Observation, sample: bool = True) -> Action:
+        """Draw an action (``sample=False``: the most likely one) with its log-probability."""
+        import torch
+
+        with torch.inference_mode():
+            logits, value = self.net(*self._tensors([obs]))
+            logp = torch.log_softmax(logits[0], dim=-1)
+            if sample:
+                idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
+            else:
+                idx = int(torch.argmax(logp))
+            p_show = float(1.0 - logp[0].exp())
+        sug = obs.suggestion(idx - 1) if idx > 0 else None
+        return Action(index=idx, logprob=float(logp[idx]), version=self.version, suggestion=sug,
+                      value=float(value[0]), prob_show=p_show)
+
+    # -- learning ----------------------------------------------------------------------
+    def fit_normalizer(self, obs_list: Sequence[Observation]) -> None:
+        """Feature scaling from observations (before the first update; saved with the head)."""
+        import numpy as np
+        import torch
+
+        states = np.stack([np.concatenate([o.static, o.dynamic]) for o in obs_list])
+        acts = np.concatenate([o.actions for o in obs_list if len(o.rows)] or
+                              [np.zeros((1, self.config.n_action), np.float32)])
+        self.net.s_mean.copy_(torch.from_numpy(states.mean(0)))
+        self.net.s_std.copy_(torch.from_numpy(states.std(0) + 1e-3))
+        self.net.a_mean.copy_(torch.from_numpy(acts.mean(0)))
+        self.net.a_std.copy_(torch.from_numpy(acts.std(0) + 1e-3))
+
+    def train_step(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """One REINFORCE-with-baseline update on the current version's samples; bumps the version.
+
+        Raises :class:`OffPolicyError` if any sample was drawn by another version.
+        """
+        import torch
+
+        stale = [s.version for s in samples if s.version != self.version]
+        if stale:
+            raise OffPolicyError(f"{len(stale)} of {len(samples)} samples come from policy version(s) "
+                                 f"{sorted(set(stale))}, not the current version {self.version}; "
+                                 f"off-policy samples are not used")
+        if not samples:
+            raise ValueError("no samples")
+        state, hidden, actions, mask = self._tensors([s.obs for s in samples])
+        idx = torch.tensor([s.action.index for s in samples])
+        rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
+        old_logprob = torch.tensor([s.action.logprob for s in samples])
+        logits, value = self.net(state, hidden, actions, mask)
+        logp_all = torch.log_softmax(logits, dim=-1)  # (B, 1 + A)
+        logprob = logp_all.gather(1, idx[:, None]).squeeze(1)
+        advantages = (rewards - value).detach()
+        if self.config.normalize_advantages and len(samples) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = -(advantages * logprob).mean()
+        v_loss = 0.5 * ((value - rewards) ** 2).mean()
+        p = logp_all.exp()
+        entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1).mean()
+        loss = pg_loss + self.config.vf_coef * v_loss - self.config.ent_coef * entropy
+        self.opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.max_grad_norm)
+        self.opt.step()
+        self.version += 1
+        return {"tab/pg_loss": pg_loss.item(), "tab/v_loss": v_loss.item(), "tab/entropy": entropy.item(),
+                "tab/approx_kl": (old_logprob - logprob.detach()).mean().item(),
+                "tab/reward": rewards.mean().item(), "tab/value": value.mean().item()}
+
+    # -- persistence -------------------------------------------------------------------
+    def save(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+        from safetensors.torch import save_file
+
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(p / "policy.safetensors"))
+        info = {"version": self.version, "config": asdict(self.config),
+                "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES, **(meta or {})}
+        (p / "policy.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TabPolicy":
+        from safetensors.torch import load_file
+
+        p = Path(path)
+        info = json.loads((p / "policy.json").read_text())
+        if info.get("state_features") != STATE_FEATURES or info.get("action_features") != ACTION_FEATURES:
+            raise ValueError(f"{p}: the policy was trained on other features; retrain it")
+        fields = PolicyConfig.__dataclass_fields__
+        policy = cls(PolicyConfig(**{k: v for k, v in info["config"].items() if k in fields}),
+                     version=int(info["version"]))
+        policy.net.load_state_dict(load_file(str(p / "policy.safetensors")))
+        policy.net.eval()
+        return policy

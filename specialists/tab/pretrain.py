@@ -1,0 +1,249 @@
+"""Pretrain the Tab base model here: a byte-level BPE tokenizer and a small GPT-2-style LM.
+
+No weights come from a hub. The corpus is the interpreter's standard library plus the
+training projects' files (the newest version of each path in their commit data); the test
+and dev projects are never read. The recipe is sized for a 2-core CPU within an hour
+(CALIBRATION.md: a few M parameters, ~25 minutes); on a GPU the same script runs faster.
+
+    complement tab pretrain --out specialists/tab/checkpoint --minutes 25
+
+Writes ``tokenizer.json``, ``config.json``, ``model.safetensors`` and ``pretrain.json``
+(the figures the model card quotes) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sysconfig
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["PretrainArgs", "corpus_files", "train_tokenizer", "pretrain"]
+
+EOS = "<|endoftext|>"
+
+
+@dataclass
+class PretrainArgs:
+    out: str = "specialists/tab/checkpoint"
+    """Directory the tokenizer and model are written to."""
+    data: str = "../shared/data/commits"
+    """Directory of ``NAME.jsonl.gz`` commit files; the training projects' files join the corpus."""
+    projects: tuple[str, ...] = ()
+    """Projects whose files join the corpus (default: the training split of ``data.SPLIT``)."""
+    stdlib: bool = True
+    """Add the interpreter's standard library (tests and site-packages excluded)."""
+    vocab_size: int = 4096
+    """BPE vocabulary; small, because the output layer is most of a small model's cost."""
+    n_embd: int = 192
+    n_layer: int = 4
+    n_head: int = 4
+    n_positions: int = 256
+    """Context length in tokens; serving reads at most this many tokens left of the cursor."""
+    batch_size: int = 16
+    lr: float = 1e-3
+    """Peak learning rate; linear warm-up, then cosine decay over the time budget."""
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    minutes: float = 25.0
+    """Wall-clock budget for the optimisation loop; the schedule follows elapsed time."""
+    max_steps: int = 0
+    """Stop after this many steps (0: only the time budget stops training)."""
+    val_fraction: float = 0.02
+    threads: int = 2
+    device: str = "auto"
+    seed: int = 0
+    max_corpus_chars: int = 0
+    """Cap on corpus size (0: no cap); tests use a tiny one."""
+    eval_every: int = 200
+    extra_files: list[str] = field(default_factory=list)
+    """More local source files or directories to read (``*.py``, ``*.js``, ``*.go`` ...)."""
+
+
+SOURCE_SUFFIXES = (".py", ".js", ".ts", ".go", ".rs", ".java")
+
+
+def _stdlib_texts() -> Iterator[str]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    for path in sorted(root.rglob("*.py")):
+        parts = set(path.relative_to(root).parts)
+        if parts & {"test", "tests", "site-packages", "idle_test", "lib2to3"}:
+            continue
+        try:
+            yield path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+
+
+def _project_texts(data_dir: str, projects: tuple[str, ...]) -> Iterator[str]:
+    from specialists.tab.data import load_pairs
+
+    for name in projects:
+        newest: dict[str, tuple[str, str]] = {}
+        for pair in load_pairs(Path(data_dir) / f"{name}.jsonl.gz"):
+            seen = newest.get(pair.path)
+            if seen is None or pair.date > seen[0]:
+                newest[pair.path] = (pair.date, pair.after)
+        for _, (_, text) in sorted(newest.items()):
+            yield text
+
+
+def _extra_texts(paths: list[str]) -> Iterator[str]:
+    for p in paths:
+        root = Path(p)
+        files = [root] if root.is_file() else sorted(f for f in root.rglob("*") if f.suffix in SOURCE_SUFFIXES)
+        for f in files:
+            try:
+                yield f.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+
+
+def corpus_files(args: PretrainArgs) -> list[str]:
+    """The corpus as a list of file texts, shuffled with the seed."""
+    from specialists.tab.data import SPLIT
+
+    projects = args.projects or SPLIT["train"]
+    texts = list(_project_texts(args.data, tuple(projects))) if args.data else []
+    if args.stdlib:
+        texts += list(_stdlib_texts())
+    texts += list(_extra_texts(args.extra_files))
+    random.Random(args.seed).shuffle(texts)
+    if args.max_corpus_chars:
+        kept, total = [], 0
+        for t in texts:
+            if total >= args.max_corpus_chars:
+                break
+            kept.append(t[: args.max_corpus_chars - total])
+            total += len(kept[-1])
+        texts = kept
+    return texts
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """Byte-level BPE (GPT-2's scheme), so any UTF-8 text encodes without unknowns."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=[EOS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def _encode(tok, texts: list[str]):
+    import numpy as np
+
+    eos = tok.token_to_id(EOS)
+    ids: list[int] = []
+    for enc in tok.encode_batch(texts):
+        ids.extend(enc.ids)
+        ids.append(eos)
+    return np.asarray(ids, dtype=np.int32)
+
+
+def _batch(data, batch_size: int, seq: int, rng, torch):
+    import numpy as np
+
+    starts = rng.integers(0, len(data) - seq - 1, size=batch_size)
+    x = torch.from_numpy(np.stack([data[s : s + seq] for s in starts]).astype("int64"))
+    return x
+
+
+def _val_loss(model, val, args, torch) -> float:
+    import numpy as np
+
+    model.eval()
+    seq = args.n_positions
+    losses = []
+    with torch.no_grad():
+        for s in range(0, min(len(val) - seq - 1, 10 * seq * args.batch_size), seq * args.batch_size):
+            chunk = [val[s + i * seq : s + (i + 1) * seq] for i in range(args.batch_size)]
+            chunk = [c for c in chunk if len(c) == seq]
+            if not chunk:
+                break
+            x = torch.from_numpy(np.stack(chunk).astype("int64")).to(model.device)
+            losses.append(model(input_ids=x, labels=x).loss.item())
+    model.train()
+    return float(sum(losses) / max(1, len(losses)))
+
+
+def pretrain(args: PretrainArgs) -> dict:
+    """Train tokenizer and model; returns the figures written to ``pretrain.json``."""
+    import numpy as np
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.time()
+    texts = corpus_files(args)
+    tok = train_tokenizer(texts, args.vocab_size)
+    tok.save(str(out / "tokenizer.json"))
+    data = _encode(tok, texts)
+    n_val = max(args.n_positions * 4, int(len(data) * args.val_fraction))
+    val, train = data[:n_val], data[n_val:]
+    prep_s = time.time() - t0
+
+    eos = tok.token_to_id(EOS)
+    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
+                        n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
+                        tie_word_embeddings=True)
+    model = GPT2LMHeadModel(config).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    rng = np.random.default_rng(args.seed)
+    budget = args.minutes * 60
+    history: list[dict] = []
+    step, tokens, start = 0, 0, time.time()
+    loss_ema = None
+    while True:
+        elapsed = time.time() - start
+        frac = min(1.0, elapsed / budget) if budget > 0 else 0.0
+        if args.max_steps:
+            frac = max(frac, step / args.max_steps)
+        if frac >= 1.0:
+            break
+        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x = _batch(train, args.batch_size, args.n_positions, rng, torch).to(device)  # (B, T)
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += x.numel()
+        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
+        if step % args.eval_every == 0:
+            row = {"step": step, "tokens": tokens, "minutes": round((time.time() - start) / 60, 2),
+                   "train_loss": round(loss_ema, 4), "val_loss": round(_val_loss(model, val, args, torch), 4)}
+            history.append(row)
+            print(json.dumps(row), flush=True)
+
+    model.save_pretrained(out, safe_serialization=True)
+    figures = {
+        "args": asdict(args), "device": device, "parameters": n_params, "corpus_files": len(texts),
+        "corpus_chars": sum(len(t) for t in texts), "corpus_tokens": int(len(data)),
+        "train_tokens_seen": tokens, "steps": step, "prep_seconds": round(prep_s, 1),
+        "train_minutes": round((time.time() - start) / 60, 2),
+        "final_val_loss": round(_val_loss(model, val, args, torch), 4),
+        "final_train_loss": round(loss_ema or float("nan"), 4), "history": history,
+    }
+    (out / "pretrain.json").write_text(json.dumps(figures, indent=1) + "\n")
+    return figures

@@ -1,0 +1,378 @@
+"""Edit replay and the simulated user.
+
+A real before/after pair is replayed as a person makes it: hunk by hunk, top to bottom,
+the person moves the cursor to the hunk, deletes what goes, then types what comes one
+character at a time. A request (a :class:`TabRequest`) is made
+
+* when the cursor arrives at a hunk that replaces or deletes text (before deleting: a
+  next-edit rewrite can do the whole hunk),
+* right after the deletion, and
+* while typing, at each trigger point: after a word-boundary character (space ``.`` ``(``
+  ``_`` ``=`` ``,`` ``[`` ``{`` ``:``) and at the first non-blank character of a line — the
+  protocol of ``CALIBRATION.md``.
+
+The simulated user answers a shown :class:`Suggestion` (replace ``[start, end)`` of the
+current file by ``text``). It accepts when applying it moves the file along the real path:
+the result equals a later state of the replay within the current hunk (for a completion:
+the inserted text is a prefix of what the person was about to type; for a rewrite: the
+region's real next state) and some typed character is not blank. On accept it skips ahead
+past what was accepted and asks again at once; characters it did not type are counted.
+
+This module is a library on purpose: the benchmark and the RL trainer drive it in process,
+and an online loop can drive the HTTP API with :meth:`Session.next_request` /
+:meth:`Session.respond` (requests serialise with :meth:`TabRequest.to_json`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from specialists.tab.data import Pair
+
+__all__ = ["Hunk", "RecentEdit", "Suggestion", "TabRequest", "Outcome", "RewardConfig", "Timing",
+           "Session", "hunks_of", "replay_text", "TRIGGER_CHARS"]
+
+TRIGGER_CHARS = frozenset(" .(_=,[{:")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One changed region: at ``start`` (an offset in the file as it is when the hunk begins,
+    i.e. after the earlier hunks are done) ``old`` is deleted and ``new`` typed."""
+
+    start: int
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RecentEdit:
+    """An edit the person made a moment ago, at ``offset`` of the file as it was then."""
+
+    old: str
+    new: str
+    offset: int = 0
+
+    def diff(self) -> str:
+        """The edit as diff lines (``-`` removed, ``+`` added), as Zeta's prompt shows it."""
+        minus = "".join(f"-{ln}\n" for ln in self.old.splitlines())
+        plus = "".join(f"+{ln}\n" for ln in self.new.splitlines())
+        return f"@@ {self.offset} @@\n{minus}{plus}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"old": self.old, "new": self.new, "offset": self.offset}
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Replace ``[start, end)`` of the current file by ``text``; ``start == end`` at the cursor
+    is a completion, anything else a next-edit rewrite."""
+
+    start: int
+    end: int
+    text: str
+
+    def apply(self, file: str) -> str:
+        return file[: self.start] + self.text + file[self.end :]
+
+
+@dataclass
+class TabRequest:
+    """What an editor sends at a trigger point: the state the policy sees."""
+
+    file: str
+    cursor: int
+    language: str
+    path: str = ""
+    recent_edits: list[RecentEdit] = field(default_factory=list)
+    seconds_since_last: float | None = None
+    """Seconds since the last decision (shown or not); ``None`` for the first request."""
+    last_outcome: str | None = None
+    """``accepted``, ``rejected`` or ``none`` (nothing shown) for the last request; ``None`` first."""
+    request_id: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "cursor": self.cursor, "language": self.language,
+                "path": self.path, "recent_edits": [e.to_json() for e in self.recent_edits],
+                "seconds_since_last": self.seconds_since_last, "last_outcome": self.last_outcome,
+                "request_id": self.request_id}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> "TabRequest":
+        edits = [RecentEdit(**e) if isinstance(e, dict) else _parse_diff(str(e))
+                 for e in body.get("recent_edits") or []]
+        return cls(file=body["file"], cursor=int(body["cursor"]), language=body.get("language") or "",
+                   path=body.get("path") or "", recent_edits=edits,
+                   seconds_since_last=body.get("seconds_since_last"),
+                   last_outcome=body.get("last_outcome"), request_id=body.get("request_id") or "")
+
+
+def _parse_diff(text: str) -> RecentEdit:
+    """A diff string (``-``/``+`` lines) back into old/new text; other lines are ignored."""
+    old = [ln[1:] for ln in text.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    new = [ln[1:] for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return RecentEdit(old="\n".join(old), new="\n".join(new))
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Reward per request: +0.75 accepted, −0.25 rejected, 0 when nothing is shown (Cursor's
+    figures). ``per_char`` > 0 adds a bonus that scales with the accepted characters."""
+
+    accept: float = 0.75
+    reject: float = -0.25
+    none: float = 0.0
+    per_char: float = 0.0
+    per_char_cap: int = 80
+
+    def __call__(self, shown: bool, accepted: bool, chars: int = 0) -> float:
+        if not shown:
+            return self.none
+        if not accepted:
+            return self.reject
+        return self.accept + self.per_char * min(chars, self.per_char_cap)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The simulated person's clock: typing speed and pauses, in seconds."""
+
+    per_char: float = 0.18
+    move_to_hunk: float = 2.0
+    delete: float = 0.6
+    accept: float = 0.3
+    read_suggestion: float = 0.4
+
+
+@dataclass
+class Outcome:
+    shown: bool
+    accepted: bool
+    chars_saved: int
+    reward: float
+
+
+def _trim(old: str, new: str) -> tuple[int, str, str]:
+    """Strip the common prefix and suffix: only the changed middle is deleted and typed."""
+    p = 0
+    limit = min(len(old), len(new))
+    while p < limit and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < limit - p and old[len(old) - 1 - s] == new[len(new) - 1 - s]:
+        s += 1
+    return p, old[p : len(old) - s], new[p : len(new) - s]
+
+
+def hunks_of(before: str, after: str) -> list[Hunk]:
+    """The line-level diff as hunks with offsets into the evolving file, top to bottom."""
+    a, b = before.splitlines(True), after.splitlines(True)
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    hunks: list[Hunk] = []
+    shift = 0  # how much earlier hunks moved offsets
+    line_offsets = [0]
+    for ln in a:
+        line_offsets.append(line_offsets[-1] + len(ln))
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
+        p, old_mid, new_mid = _trim(old, new)
+        if old_mid or new_mid:
+            hunks.append(Hunk(start=line_offsets[i1] + shift + p, old=old_mid, new=new_mid))
+        shift += len(new) - len(old)
+    return hunks
+
+
+def _triggers(new: str) -> list[int]:
+    """Offsets ``k`` into the typed text at which a request is made (see module docstring)."""
+    ks = []
+    for k in range(1, len(new) + 1):
+        ch = new[k - 1]
+        if ch in TRIGGER_CHARS and ch != " ":
+            ks.append(k)
+        elif ch == " " and (k == len(new) or new[k] != " "):
+            ks.append(k)  # after a run of spaces, not inside indentation
+        elif ch not in " \t" and k >= 1:
+            # first non-blank character of a line: request before typing it
+            line_start = new.rfind("\n", 0, k - 1) + 1
+            if new[line_start : k - 1].strip(" \t") == "" and (k - 1 > line_start or
+                                                               new[k - 2 : k - 1] == "\n"):
+                ks.append(k - 1)
+    return sorted(set(k for k in ks if k < len(new)))
+
+
+def replay_text(pair: Pair) -> str:
+    """Apply every hunk as the person would; equals ``pair.after`` (tested)."""
+    text = pair.before
+    for h in hunks_of(pair.before, pair.after):
+        assert text[h.start : h.start + len(h.old)] == h.old, "hunk does not match the file"
+        text = text[: h.start] + text[h.start + len(h.old) :]
+        for k in range(len(h.new)):
+            text = text[: h.start + k] + h.new[k] + text[h.start + k :]
+    return text
+
+
+class Session:
+    """One replayed edit with its simulated user.
+
+    Drive it as ``while (req := s.next_request()) is not None: s.respond(suggestion)``; a
+    request must be answered before the next one is asked for.
+    """
+
+    def __init__(self, pair: Pair, reward: RewardConfig | None = None, timing: Timing | None = None,
+                 max_recent: int = 5, min_typed_for_accept: int = 1) -> None:
+        self.pair = pair
+        self.reward = reward or RewardConfig()
+        self.timing = timing or Timing()
+        self.max_recent = max_recent
+        self.hunks = hunks_of(pair.before, pair.after)
+        self.file = pair.before
+        self.recent: list[RecentEdit] = []
+        self.clock = 0.0
+        self.last_decision: float | None = None
+        self.last_outcome: str | None = None
+        self.total_chars = sum(len(h.new) for h in self.hunks)  # what one types unaided
+        self.typed_chars = 0  # what the person did type
+        self.saved_chars = 0
+        self._deleted = False
+        self._k = 0
+        self._steps = self._walk()
+        self._pending: tuple[int, int, str] | None = None  # (hunk index, k or -1, file) asked
+        self._skip_to: int | None = None
+        self._n = 0
+
+    # -- the person's path -------------------------------------------------------------
+    def _walk(self) -> Iterator[tuple[int, int]]:
+        """Yield (hunk index, k) at each request; k = -1 is before the deletion."""
+        for hi, h in enumerate(self.hunks):
+            self.clock += self.timing.move_to_hunk
+            self._begin_hunk(hi)
+            if h.old:
+                yield hi, -1
+                if self._skip_to is not None:  # an accepted rewrite did (part of) the hunk
+                    yield from self._type(hi, self._skip_to)
+                    continue
+                self.clock += self.timing.delete
+            self._delete(hi)
+            yield from self._type(hi, 0, ask_first=True)
+
+    def _begin_hunk(self, hi: int) -> None:
+        self._deleted = False
+        self._k = 0
+        self._skip_to = None
+
+    def _delete(self, hi: int) -> None:
+        h = self.hunks[hi]
+        if not self._deleted:
+            self.file = self.file[: h.start] + self.file[h.start + len(h.old) :]
+            self._deleted = True
+
+    def _type(self, hi: int, k0: int, ask_first: bool = False) -> Iterator[tuple[int, int]]:
+        h = self.hunks[hi]
+        self._delete(hi)
+        triggers = _triggers(h.new)
+        self._set_k(hi, k0)
+        if ask_first or (k0 > 0 and k0 < len(h.new)):
+            yield hi, k0
+        k = self._k
+        while k < len(h.new):
+            nxt = next((t for t in triggers if t > k), len(h.new))
+            self.typed_chars += nxt - k
+            self.clock += self.timing.per_char * (nxt - k)
+            self._set_k(hi, nxt)
+            if nxt < len(h.new):
+                yield hi, nxt
+            k = self._k  # an accept may have moved it on
+        self._finish_hunk(hi)
+
+    def _set_k(self, hi: int, k: int) -> None:
+        h = self.hunks[hi]
+        self.file = self.file[: h.start] + h.new[:k] + self.file[h.start + self._k :]
+        self._k = k
+
+    def _finish_hunk(self, hi: int) -> None:
+        h = self.hunks[hi]
+        self.recent = (self.recent + [RecentEdit(old=h.old, new=h.new, offset=h.start)])[-self.max_recent :]
+
+    def _path_state(self, hi: int, k: int) -> str:
+        h = self.hunks[hi]
+        deleted = self.file if self._deleted else self.file[: h.start] + self.file[h.start + len(h.old) :]
+        if self._deleted:
+            deleted = deleted[: h.start] + deleted[h.start + self._k :]
+        return deleted[: h.start] + h.new[:k] + deleted[h.start :]
+
+    # -- the request/response protocol -------------------------------------------------
+    def next_request(self) -> TabRequest | None:
+        if self._pending is not None:
+            raise RuntimeError("answer the last request (respond) before asking for the next")
+        try:
+            hi, k = next(self._steps)
+        except StopIteration:
+            return None
+        h = self.hunks[hi]
+        cursor = h.start + max(k, 0)
+        recent = list(self.recent)
+        if self._deleted and h.old:
+            recent = (recent + [RecentEdit(old=h.old, new=h.new[: max(k, 0)], offset=h.start)])[-self.max_recent :]
+        self._pending = (hi, k, self.file)
+        self._n += 1
+        since = None if self.last_decision is None else round(self.clock - self.last_decision, 3)
+        return TabRequest(file=self.file, cursor=cursor, language=self.pair.language, path=self.pair.path,
+                          recent_edits=recent, seconds_since_last=since, last_outcome=self.last_outcome,
+                          request_id=f"{self.pair.repo}:{self.pair.commit[:8]}:{self._n}")
+
+    def judge(self, suggestion: Suggestion | None) -> tuple[bool, int]:
+        """(accepted, k reached) for a suggestion on the pending request, without acting."""
+        if self._pending is None:
+            raise RuntimeError("no pending request")
+        if suggestion is None:
+            return False, -1
+        hi, k, file = self._pending
+        h = self.hunks[hi]
+        if not (0 <= suggestion.start <= suggestion.end <= len(file)):
+            return False, -1
+        result = suggestion.apply(file)
+        base = len(file) - (len(h.old) if not self._deleted else 0) - max(k, 0)
+        k2 = len(result) - base
+        if k2 <= max(k, 0) and not (k == -1 and k2 == 0 and not h.new):
+            return False, -1
+        if k2 > len(h.new):
+            return False, -1
+        if result != self._path_state(hi, k2):
+            return False, -1
+        if h.new and not h.new[max(k, 0) : k2].strip():
+            return False, -1  # nothing but blanks: not worth a tab
+        return True, k2
+
+    def respond(self, suggestion: Suggestion | None) -> Outcome:
+        """The simulated user's answer to the pending request; on accept, skip ahead."""
+        accepted, k2 = self.judge(suggestion)
+        hi, k, _ = self._pending  # type: ignore[misc]
+        self._pending = None
+        shown = suggestion is not None
+        chars = 0
+        if accepted:
+            chars = k2 - max(k, 0)
+            self.saved_chars += chars
+            self.clock += self.timing.accept
+            if k == -1:
+                self._skip_to = k2
+            else:
+                self._set_k(hi, k2)
+        elif shown:
+            self.clock += self.timing.read_suggestion
+        self.last_outcome = "accepted" if accepted else ("rejected" if shown else "none")
+        self.last_decision = self.clock
+        return Outcome(shown=shown, accepted=accepted, chars_saved=chars,
+                       reward=self.reward(shown, accepted, chars))
+
+    # -- what the person was about to do (for analysis and tests, never for the policy) -----
+    def remaining(self) -> str:
+        """The rest of the current hunk's typed text at the pending request."""
+        if self._pending is None:
+            raise RuntimeError("no pending request")
+        hi, k, _ = self._pending
+        return self.hunks[hi].new[max(k, 0) :]

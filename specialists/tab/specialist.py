@@ -1,0 +1,179 @@
+"""The Tab specialist: a warm engine answering one request at a time, under the 50 ms budget.
+
+Configured by YAML like any specialist::
+
+    specialists:
+      tab:
+        class: specialists.tab:TabSpecialist
+        options: {checkpoint: specialists/tab/checkpoint, threads: 1}
+
+``checkpoint`` holds the LM (``tokenizer.json`` + any ``AutoModelForCausalLM``) and the
+policy head (``policy.safetensors`` + ``policy.json``); ``policy`` may point elsewhere.
+Without an LM (``use_lm: false``) the policy must have been trained without one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Mapping
+
+from specialists.base import Result, Specialist, SpecialistError
+from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
+
+__all__ = ["TabSpecialist", "DEFAULT_CHECKPOINT"]
+
+DEFAULT_CHECKPOINT = Path(__file__).parent / "checkpoint"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: bytes that were never UTF-8
+        return False
+    return True
+
+
+def _clean(value: Any, limit: int = 4000) -> str:
+    text = str(value or "")[:limit]
+    return text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        raise SpecialistError("'recent_edits[].offset' must be an integer") from None
+
+
+class TabSpecialist(Specialist):
+    kind = "tab"
+
+    def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
+                 threads: int = 1, context_tokens: int = 128, window_before: int = 24_000,
+                 window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
+                 **options: Any) -> None:
+        super().__init__(**options)
+        self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
+        self.policy_path = Path(policy) if policy else self.checkpoint
+        self.use_lm = use_lm
+        self.threads = threads
+        self.context_tokens = context_tokens
+        self.window_before = window_before
+        self.window_after = window_after
+        self.max_recent_edits = max_recent_edits
+        self.sample = sample
+        self.lm: Any = None
+        self.policy: Any = None
+        self._lock = threading.Lock()
+        self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def setup(self) -> None:
+        from specialists.tab.features import ObserveConfig
+        from specialists.tab.lm import TabLM
+        from specialists.tab.policy import TabPolicy
+
+        if self.use_lm:
+            self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads).load()
+        self.policy = TabPolicy.load(self.policy_path)
+        if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
+            raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
+                                  f"{self.policy.config.hidden_size}; the LM has "
+                                  f"{self.lm.hidden_size if self.lm else 0}")
+        self.observe_config = ObserveConfig(use_lm=self.lm is not None)
+        self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
+
+    @property
+    def version(self) -> str:  # type: ignore[override]
+        return str(self.policy.version) if self.policy is not None else "0"
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": self.policy is not None, "version": self.version,
+                "lm": str(self.checkpoint) if self.lm else None}
+
+    # -- requests ----------------------------------------------------------------------
+    def parse(self, request: Mapping[str, Any]) -> tuple[TabRequest, int]:
+        """Validate and window a request; returns it and the window's offset in the file."""
+        file = request.get("file")
+        if not isinstance(file, str):
+            raise SpecialistError("'file' must be the document's text (a string)")
+        cursor = request.get("cursor")
+        if isinstance(cursor, bool) or not isinstance(cursor, int):
+            raise SpecialistError("'cursor' must be an integer offset into 'file'")
+        if not 0 <= cursor <= len(file):
+            raise SpecialistError(f"'cursor' {cursor} is outside the file (0..{len(file)})")
+        seq = request.get("seq")
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+            raise SpecialistError("'seq' must be an integer (higher = newer, per 'session')")
+        lo = max(0, cursor - self.window_before)
+        hi = min(len(file), cursor + self.window_after)
+        edits = []
+        for e in list(request.get("recent_edits") or [])[-self.max_recent_edits :]:
+            if isinstance(e, str):
+                edits.append(_parse_diff(_clean(e, 16_000)))
+            elif isinstance(e, Mapping):
+                edits.append(RecentEdit(old=_clean(e.get("old")), new=_clean(e.get("new")),
+                                        offset=_int(e.get("offset"))))
+            else:
+                raise SpecialistError("'recent_edits' items are {old, new} objects or diff strings")
+        since = request.get("seconds_since_last")
+        if since is not None and (isinstance(since, bool) or not isinstance(since, (int, float)) or since < 0):
+            raise SpecialistError("'seconds_since_last' must be a non-negative number")
+        outcome = request.get("last_outcome")
+        if outcome not in (None, "accepted", "rejected", "none"):
+            raise SpecialistError("'last_outcome' is one of accepted, rejected, none")
+        req = TabRequest(file=file[lo:hi], cursor=cursor - lo, language=str(request.get("language") or ""),
+                         path=str(request.get("path") or ""), recent_edits=edits,
+                         seconds_since_last=float(since) if since is not None else None,
+                         last_outcome=outcome, request_id=str(request.get("request_id") or uuid.uuid4().hex))
+        return req, lo
+
+    def _stale(self, request: Mapping[str, Any]) -> bool:
+        session, seq = request.get("session"), request.get("seq")
+        return session is not None and seq is not None and self._latest.get(str(session), -1) > int(seq)
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        """A suggestion (``range`` + ``text``) or an explicit nothing, with version and latency."""
+        t0 = time.perf_counter()
+        req, offset = self.parse(request)
+        session, seq = request.get("session"), request.get("seq")
+        if session is not None and seq is not None:  # the person typed on: newer wins
+            key = str(session)
+            self._latest[key] = max(self._latest.get(key, -1), int(seq))
+            self._latest.move_to_end(key)
+            while len(self._latest) > 10_000:
+                self._latest.popitem(last=False)
+        meta = {"request_id": req.request_id, "policy_version": self.policy.version}
+        if not req.file.strip():
+            return self._nothing("empty file", t0, meta)
+        if "\x00" in req.file:
+            return self._nothing("binary content", t0, meta)
+        if not _utf8(req.file):
+            return self._nothing("content is not valid UTF-8", t0, meta)
+        with self._lock:
+            if self._stale(request):
+                return self._nothing("cancelled: a newer request from this session arrived", t0, meta,
+                                     cancelled=True)
+            from specialists.tab.features import observe
+
+            obs = observe(req, self.lm, self.observe_config)
+            action = self.policy.act(obs, sample=self.sample)
+        meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
+                    prob_show=round(action.prob_show, 4), action=action.index)
+        if action.suggestion is None:
+            return self._nothing("policy chose not to show", t0, meta)
+        s = action.suggestion
+        cand = obs.candidates[int(obs.rows[action.index - 1][0])]
+        out = {"range": {"start": s.start + offset, "end": s.end + offset}, "text": s.text,
+               "kind": "next_edit" if cand.is_rewrite else "completion", "source": cand.source}
+        meta["latency_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        return Result(output=out, confidence=round(action.prob_show, 4), meta=meta)
+
+    @staticmethod
+    def _nothing(reason: str, t0: float, meta: dict[str, Any], **extra: Any) -> Result:
+        meta = {**meta, **extra, "latency_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        return Result(output=None, abstained=True, reason=reason, meta=meta)

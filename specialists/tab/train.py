@@ -1,0 +1,175 @@
+"""Train the Tab policy by REINFORCE with a learned baseline on its own replayed decisions.
+
+    complement tab train --checkpoint specialists/tab/checkpoint --updates 300
+
+Each update replays a batch of training-project edits with the current policy *sampling*
+its actions (which candidate, where to cut it, or nothing); the simulated user accepts or
+rejects; every sample carries the policy version that drew it, and ``train_step`` takes
+only the current version's (the online loop's rule). Rewards per request: +0.75 accepted,
+−0.25 rejected, 0 nothing shown, plus an optional bonus per accepted character. Each
+decision is its own episode (no discounting across requests), as Cursor describes its
+Tab training. The dev project picks the best version; the test projects are never read.
+
+The LM is frozen here (its hidden state and token scores are features); gradients reach
+which candidate to show, how much of it and whether to show at all.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from specialists.tab.data import load_split
+from specialists.tab.features import ObserveConfig
+from specialists.tab.harness import Metrics, ObservationCache, run
+from specialists.tab.policy import PolicyConfig, Sample, TabPolicy
+from specialists.tab.replay import RewardConfig
+
+__all__ = ["Args", "train", "plot_curve"]
+
+
+@dataclass
+class Args:
+    data: str = "../shared/data/commits"
+    """Directory of ``NAME.jsonl.gz`` commit files (split by project: ``data.SPLIT``)."""
+    checkpoint: str = "specialists/tab/checkpoint"
+    """LM checkpoint (``tokenizer.json`` + model); empty: copy candidates only, no LM features."""
+    out: str = "runs/tab_policy"
+    """Where the best policy, the curve (JSON + PNG) and the summary go."""
+    train_split: str = "train"
+    """Projects to train on: a split of ``data.SPLIT`` or one project's name."""
+    dev_split: str = "dev"
+    """Projects that pick the best version (never the test split)."""
+    train_per_project: int = 80
+    """Edits sampled per training project (0: all)."""
+    dev_per_project: int = 120
+    """Edits of the dev project used to pick the best version (0: all)."""
+    updates: int = 300
+    pairs_per_update: int = 16
+    """Edits replayed per update: the batch of on-policy samples."""
+    lr: float = 3e-3
+    width: int = 64
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    normalize_advantages: bool = False
+    reward_accept: float = 0.75
+    reward_reject: float = -0.25
+    reward_none: float = 0.0
+    reward_per_char: float = 0.0
+    """Training bonus per accepted character (the length-scaled variant); 0 trains on the plain reward."""
+    eval_every: int = 20
+    seed: int = 0
+    threads: int = 1
+    context_tokens: int = 128
+    quiet: bool = False
+
+
+def _log(args: Args, row: dict[str, Any]) -> None:
+    if not args.quiet:
+        print(json.dumps(row), flush=True)
+
+
+def train(args: Args) -> dict[str, Any]:
+    """Run the training loop; returns the summary written to ``out/train.json``."""
+    import torch
+
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lm = None
+    if args.checkpoint:
+        from specialists.tab.lm import TabLM
+
+        lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=args.threads).load()
+    cache = ObservationCache(lm, ObserveConfig(use_lm=lm is not None))
+    train_pairs = load_split(args.data, args.train_split, args.train_per_project, seed=args.seed)
+    dev_pairs = load_split(args.data, args.dev_split, args.dev_per_project, seed=args.seed)
+    train_reward = RewardConfig(args.reward_accept, args.reward_reject, args.reward_none, args.reward_per_char)
+    plain = RewardConfig()
+
+    # One pass showing nothing fills the cache and gives the feature scales.
+    t0 = time.time()
+    seen: list = []
+    run(train_pairs, lambda req, obs: seen.append(obs) or None, cache)
+    policy = TabPolicy(PolicyConfig(hidden_size=lm.hidden_size if lm else 0, width=args.width, lr=args.lr,
+                                    ent_coef=args.ent_coef, vf_coef=args.vf_coef,
+                                    normalize_advantages=args.normalize_advantages), seed=args.seed)
+    policy.fit_normalizer(seen)
+    del seen
+    _log(args, {"tab/cache": len(cache), "tab/feature_seconds": round(time.time() - t0, 1)})
+
+    curve: list[dict[str, Any]] = []
+    best: dict[str, Any] = {"reward_per_request": -float("inf")}
+    rng = random.Random(args.seed)
+    for update in range(1, args.updates + 1):
+        batch = rng.sample(train_pairs, min(args.pairs_per_update, len(train_pairs)))
+        samples: list[Sample] = []
+        plain_metrics = Metrics()
+        drawn: dict[int, Any] = {}
+
+        def decide(req, obs):  # the policy samples its own action
+            action = policy.act(obs, sample=True)
+            drawn["action"] = action
+            return action.suggestion
+
+        def record(req, obs, sug, outcome):
+            samples.append(Sample(obs=obs, action=drawn["action"], reward=outcome.reward))
+            plain_metrics.add(type(outcome)(outcome.shown, outcome.accepted, outcome.chars_saved,
+                                            plain(outcome.shown, outcome.accepted, outcome.chars_saved)))
+
+        m = run(batch, decide, cache, reward=train_reward, on_step=record)
+        plain_metrics.chars_total = m.chars_total
+        stats = policy.train_step(samples)
+        row = {"update": update, "version": policy.version, **stats,
+               **{f"train/{k}": v for k, v in plain_metrics.summary().items() if not k.endswith("_ms")}}
+        if update % args.eval_every == 0 or update == args.updates:
+            dev = run(dev_pairs, lambda req, obs: policy.act(obs, sample=False).suggestion, cache).summary()
+            row.update({f"dev/{k}": v for k, v in dev.items() if not k.endswith("_ms")})
+            if dev["reward_per_request"] > best["reward_per_request"]:
+                best = {**dev, "update": update, "version": policy.version}
+                policy.save(out, meta={"train_args": asdict(args), "dev": dev, "update": update})
+        curve.append(row)
+        _log(args, row)
+
+    summary = {"args": asdict(args), "best": best, "cache": len(cache),
+               "minutes": round((time.time() - t0) / 60, 2), "curve": curve}
+    (out / "train.json").write_text(json.dumps(summary, indent=1) + "\n")
+    plot_curve(curve, out / "tab_training_curve.png")
+    return summary
+
+
+def plot_curve(curve: list[dict[str, Any]], path: str | Path) -> None:
+    """Reward per request, accept rate and show rate against updates (train rollouts + dev)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [("reward_per_request", "reward / request"), ("accept_rate", "accept rate"),
+            ("show_rate", "show rate")]
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.2), dpi=80)
+    xs = [r["update"] for r in curve]
+    for ax, (key, title) in zip(axes, keys):
+        ys = [r[f"train/{key}"] for r in curve]
+        smooth, acc = [], None
+        for y in ys:
+            acc = y if acc is None else 0.9 * acc + 0.1 * y
+            smooth.append(acc)
+        ax.plot(xs, ys, color="0.8", lw=0.8)
+        ax.plot(xs, smooth, label="train rollouts (sampled)", lw=1.5)
+        dev = [(r["update"], r[f"dev/{key}"]) for r in curve if f"dev/{key}" in r]
+        if dev:
+            ax.plot(*zip(*dev), "o-", label="dev project (greedy)", ms=3)
+        ax.set_title(title)
+        ax.set_xlabel("updates")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

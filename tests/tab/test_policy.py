@@ -1,0 +1,77 @@
+"""The policy's act/train_step API and its on-policy version check."""
+
+from __future__ import annotations
+
+import pytest
+
+from specialists.tab.features import observe
+from specialists.tab.policy import OffPolicyError, PolicyConfig, Sample, TabPolicy
+from specialists.tab.replay import TabRequest
+
+FILE = "value = compute(alpha, beta)\nother = compute("
+
+
+def _obs():
+    return observe(TabRequest(file=FILE, cursor=len(FILE), language="python"))
+
+
+def test_act_carries_version_and_logprob() -> None:
+    policy = TabPolicy(PolicyConfig(), version=7)
+    obs = _obs()
+    action = policy.act(obs)
+    assert action.version == 7
+    assert action.logprob <= 0.0
+    assert 0 <= action.index <= len(obs.rows)
+    assert (action.suggestion is None) == (action.index == 0)
+    greedy = policy.act(obs, sample=False)
+    assert greedy.version == 7
+
+
+def test_act_with_no_candidates_shows_nothing() -> None:
+    policy = TabPolicy(PolicyConfig())
+    obs = observe(TabRequest(file="zzz", cursor=3, language="python"))
+    assert len(obs.rows) == 0
+    action = policy.act(obs)
+    assert action.index == 0 and action.suggestion is None and action.logprob == pytest.approx(0.0)
+
+
+def test_train_step_refuses_off_policy_samples() -> None:
+    policy = TabPolicy(PolicyConfig())
+    obs = _obs()
+    old = Sample(obs=obs, action=policy.act(obs), reward=0.75)
+    policy.train_step([old])  # version 0 -> 1
+    assert policy.version == 1
+    with pytest.raises(OffPolicyError):
+        policy.train_step([old])  # drawn by version 0
+    fresh = Sample(obs=obs, action=policy.act(obs), reward=-0.25)
+    with pytest.raises(OffPolicyError):
+        policy.train_step([fresh, old])  # one stale sample spoils the batch
+    assert policy.version == 1  # a refused update changes nothing
+    policy.train_step([fresh])
+    assert policy.version == 2
+
+
+def test_reinforce_learns_to_prefer_the_rewarded_action() -> None:
+    policy = TabPolicy(PolicyConfig(lr=0.05, ent_coef=0.0), seed=1)
+    obs = _obs()
+    target = next(i for i in range(len(obs.rows)) if obs.suggestion(i).text == "alpha") + 1
+    policy.fit_normalizer([obs])
+    for _ in range(60):
+        samples = []
+        for _ in range(16):
+            a = policy.act(obs)
+            samples.append(Sample(obs=obs, action=a, reward=0.75 if a.index == target else -0.25
+                                  if a.index else 0.0))
+        policy.train_step(samples)
+    assert policy.act(obs, sample=False).index == target
+
+
+def test_save_and_load_round_trip(tmp_path) -> None:
+    policy = TabPolicy(PolicyConfig(), version=3)
+    obs = _obs()
+    policy.fit_normalizer([obs])
+    policy.save(tmp_path)
+    loaded = TabPolicy.load(tmp_path)
+    assert loaded.version == 3
+    a, b = policy.act(obs, sample=False), loaded.act(obs, sample=False)
+    assert a.index == b.index and a.logprob == pytest.approx(b.logprob, abs=1e-6)
