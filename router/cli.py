@@ -12,7 +12,7 @@ from router.errors import ConfigError
 __all__ = ["build_parser", "main"]
 
 #: Areas that add subcommands through ``register(subparsers)``.
-AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli")
+AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli", "router.edit_cli")
 
 
 def _config_arg(parser: argparse.ArgumentParser) -> None:
