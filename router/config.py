@@ -120,9 +120,14 @@ class BudgetConfig(_Strict):
 
 
 class RouteConfig(_Strict):
-    policy: Literal["fixed", "cascade"] = "fixed"
+    policy: Literal["fixed", "cascade", "learned"] = "fixed"
     targets: list[str] = Field(min_length=1)
-    """fixed: first target, the rest are fallbacks. cascade: cheapest first, escalate."""
+    """fixed: first target, the rest are fallbacks. cascade: cheapest first, escalate.
+    learned: a classifier decides between the cascade and the last target alone."""
+    classifier: str | None = None
+    """learned: the classifier file written by ``complement router train``."""
+    threshold: float | None = Field(None, ge=0, le=1)
+    """learned: P(cheap succeeds) at or above which the cascade runs; default: calibrated."""
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     verify: list[VerifierConfig] = Field(default_factory=list)
     description: str = ""
