@@ -253,6 +253,10 @@ class CascadePolicy(_Policy):
 
 POLICIES: dict[str, type[_Policy]] = {"fixed": FixedPolicy, "cascade": CascadePolicy}
 
+from router.learned import LearnedPolicy  # noqa: E402 (imports nothing of ours at load)
+
+POLICIES["learned"] = LearnedPolicy  # type: ignore[assignment]  # duck-types _Policy
+
 
 def _ms(t0: float) -> float:
     return round((time.monotonic() - t0) * 1000, 3)
