@@ -142,6 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=400, help="requests per round and path")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
+    parser.add_argument("--workers", type=int, default=1, help="router worker processes")
     parser.add_argument("--no-attribute", dest="attribute", action="store_false",
                         help="skip timing litellm alone (the share of overhead that is litellm's)")
     args = parser.parse_args()
@@ -163,7 +164,8 @@ def main() -> None:
                 cwd=REPO, env=env, stdout=subprocess.DEVNULL))
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "router.cli", "serve", "--config", str(config),
-                 "--port", str(router_port), "--log-level", "warning"],
+                 "--port", str(router_port), "--log-level", "warning",
+                 "--workers", str(args.workers)],
                 cwd=REPO, env=env, stdout=subprocess.DEVNULL))
             fake_url = f"http://127.0.0.1:{fake_port}/v1"
             router_url = f"http://127.0.0.1:{router_port}/v1"
@@ -177,6 +179,7 @@ def main() -> None:
     summary = summarise(results)
     summary["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
     summary["requests_per_level"] = args.requests * args.rounds
+    summary["router_workers"] = args.workers
     print(json.dumps(summary))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import importlib
 import logging
+import os
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -25,7 +26,7 @@ from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
 
-__all__ = ["create_app"]
+__all__ = ["app_from_env", "create_app"]
 
 log = logging.getLogger(__name__)
 
@@ -174,3 +175,11 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     return app
 
 
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory for ``complement serve --workers N``: each worker process loads the
+    config named by ``COMPLEMENT_CONFIG`` (set by the CLI after validating it)."""
+    from router.config import load_config
+
+    return create_app(load_config(os.environ.get("COMPLEMENT_CONFIG") or None))

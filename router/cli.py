@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from pathlib import Path
 from typing import Callable, Sequence
 
 from router.errors import ConfigError
@@ -13,6 +15,16 @@ __all__ = ["build_parser", "main"]
 
 #: Areas that add subcommands through ``register(subparsers)``.
 AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli", "router.edit_cli")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _config_arg(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +36,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from router.app import create_app
-    from router.config import load_config
+    from router.config import default_config_path, load_config
 
     config = load_config(args.config)
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
@@ -38,12 +50,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                                          **overrides})
         except ValidationError as exc:
             raise ConfigError(f"--host/--port: {exc.errors()[0]['msg']}") from None
-    app = create_app(config)
     print(f"complement: serving on http://{config.server.host}:{config.server.port} "
           f"(routes: {', '.join(config.routes) or 'none'}; specialists: "
-          f"{', '.join(config.specialists) or 'none'})", flush=True)
-    uvicorn.run(app, host=config.server.host, port=config.server.port,
-                log_level=args.log_level, access_log=args.log_level == "debug")
+          f"{', '.join(config.specialists) or 'none'}; workers: {args.workers})", flush=True)
+    common = dict(host=config.server.host, port=config.server.port, log_level=args.log_level,
+                  access_log=args.log_level == "debug")
+    if args.workers > 1:  # each worker process re-reads the (validated) config file
+        os.environ["COMPLEMENT_CONFIG"] = str(Path(args.config or default_config_path())
+                                              .resolve())
+        uvicorn.run("router.app:app_from_env", factory=True, workers=args.workers, **common)
+    else:
+        uvicorn.run(create_app(config), **common)
     return 0
 
 
@@ -97,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(serve)
     serve.add_argument("--host", help="bind address (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
+    serve.add_argument("--workers", type=_positive_int, default=1,
+                       help="worker processes (default 1; each loads its own specialists)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=cmd_serve)
