@@ -9,10 +9,12 @@ model-based fallback decoded by speculative edits.
 from specialists.apply.applier import FileEdit, apply_many, apply_sketch, combined_diff
 from specialists.apply.result import ApplyOptions, ApplyResult
 from specialists.apply.sketch import Sketch, make_sketch
+from specialists.apply.specialist import ApplySpecialist
 
 __all__ = [
     "ApplyOptions",
     "ApplyResult",
+    "ApplySpecialist",
     "FileEdit",
     "Sketch",
     "apply_many",

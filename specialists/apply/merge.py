@@ -82,9 +82,7 @@ class _Sketch:
             self.infos.append(info)
         self.final_newline = lines.final_newline
         self.indent_char = lines.indent_char
-        self.has_separators = any(k != LineKind.CODE for k in self.kinds)
-        if self.has_separators:
-            self._add_implicit_markers()
+        self._add_implicit_markers()
         self.widths = [indent_width(line) for line in self.raw]
         seps = [0]
         for kind in self.kinds:
@@ -93,9 +91,13 @@ class _Sketch:
         self.boundary = self._boundaries()
 
     def _add_implicit_markers(self) -> None:
+        """A sketch that starts (ends) with code may have dropped its first (last) marker, or
+        be a whole file: either way an implicit marker there lets the lines before its first
+        anchor be kept, or replaced when its first lines are new (see ``_emit_single_sep``)."""
         code = [j for j, k in enumerate(self.kinds) if k == LineKind.CODE and self.keys[j]]
-        first_sep = next(j for j, k in enumerate(self.kinds) if k != LineKind.CODE)
-        last_sep = max(j for j, k in enumerate(self.kinds) if k != LineKind.CODE)
+        seps = [j for j, k in enumerate(self.kinds) if k != LineKind.CODE]
+        first_sep = seps[0] if seps else len(self.kinds)
+        last_sep = seps[-1] if seps else -1
         if code and code[-1] > last_sep:
             self._insert(len(self.keys))
         if code and code[0] < first_sep:
@@ -212,6 +214,7 @@ class _Merger:
             cost.append(cost[-1] + (_DEL if key else _DEL_BLANK))
         self.dcost = cost
         self.sm = [-1] * self.m
+        self._defs: set[tuple[str, str]] | None = None
         self.shift = 0
         self.fuzzy = 0
 
@@ -286,12 +289,17 @@ class _Merger:
             while same(j + step * (run + 1), p + step * (run + 1)) and not ok[p + step * (run + 1)]:
                 run += 1
             nxt = run + 1
-            if not same(j + step * nxt, p + step * nxt):
+            edge = j + step * nxt
+            if run and (edge < 0 or edge >= self.m or sk.kinds[edge] != LineKind.CODE):
+                nxt = run  # blank lines that end the block: the original's blank lines there
+            elif not same(j + step * nxt, p + step * nxt):
                 return
             for t in range(1, nxt + 1):
                 sm[j + step * t] = p + step * t
                 used.add(p + step * t)
             j, p = j + step * nxt, p + step * nxt
+            if nxt == run:
+                return
 
     def _align_gap(self, ja: int, pa: int, jb: int, pb: int) -> None:
         sk, pos = self.sk, self.pos
@@ -314,18 +322,53 @@ class _Merger:
                 raise Abstain("too many places the sketch's lines could go", sk.span(ja + 1, jb - 1))
         if not nodes:
             return
+        fresh = self._new_definitions(ja + 1, jb)
+        if fresh:
+            nodes = [node for node in nodes if node[0] not in fresh]
+            if not nodes:
+                return
         chain, tied = self._chain(nodes, ja, pa, jb, pb, prefer_right=False)
         if tied:  # the other tie-break may give another placement, and another file
             other, _ = self._chain(nodes, ja, pa, jb, pb, prefer_right=True)
             if other != chain and self._gap_text(chain, ja, pa, jb, pb) != self._gap_text(
                 other, ja, pa, jb, pb
             ):
+                code = [j for j in range(ja + 1, jb) if sk.kinds[j] == LineKind.CODE and sk.keys[j]]
                 raise Abstain(
                     "ambiguous: the block matches in more than one place and structure does not decide",
-                    sk.span(ja + 1, jb - 1),
+                    sk.span(code[0], code[-1]) if code else sk.span(ja + 1, jb - 1),
                 )
         for j, p in chain:
             self.sm[j] = p
+
+    def _new_definitions(self, j0: int, j1: int) -> set[int]:
+        """Sketch lines of complete definitions the original does not have (by name): all
+        new, so their closing ``}`` must not anchor on some other definition's."""
+        sk = self.sk
+        fresh: set[int] = set()
+        j = j0
+        while j < j1:
+            found = definition_name(sk.keys[j], self.language) if sk.kinds[j] == LineKind.CODE else None
+            if found is None or self.sm[j] >= 0 or self._has_definition(found):
+                j += 1
+                continue
+            end = definition_end(sk.keys, sk.widths, j, j1, self.language)
+            if end > j + 1 and all(sk.kinds[i] == LineKind.CODE for i in range(j, end)):
+                fresh.update(range(j, end))
+                j = end
+            else:
+                j += 1
+        return fresh
+
+    def _has_definition(self, found: tuple[str, str]) -> bool:
+        if self._defs is None:
+            self._defs = set()
+            for key in self.ok:
+                if key:
+                    d = definition_name(key, self.language)
+                    if d is not None:
+                        self._defs.add(d)
+        return found in self._defs
 
     def _chain(self, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int, pb: int,
                prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
@@ -451,9 +494,10 @@ class _Merger:
         items = range(ja + 1, jb)
         seps = [j for j in items if sk.kinds[j] != LineKind.CODE]
         if not seps:
-            new = [j for j in items]
-            if not new and all(not self.ok[p] for p in range(pa + 1, pb)):
-                self._keep(pa + 1, pb, out, origin)  # a blank line the sketch dropped
+            new = list(items)
+            if (all(not sk.keys[j] for j in new) and pb > pa + 1
+                    and all(not self.ok[p] for p in range(pa + 1, pb))):
+                self._keep(pa + 1, pb, out, origin)  # blank lines the sketch dropped or merged
                 return
             self._delete(pa + 1, pb, by_remove=False, dry=dry)
             self._emit_new(new, out, origin)
@@ -726,7 +770,7 @@ class _Merger:
         for j in js:
             key = sk.keys[j]
             scored = []
-            matcher = difflib.SequenceMatcher(None, key, autojunk=False)
+            matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)  # b: cached side
             for p in range(lo, hi):
                 other = self.ok[p]
                 if not other:

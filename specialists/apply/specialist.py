@@ -1,0 +1,107 @@
+"""``ApplySpecialist``: the registry specialist of kind ``"apply"``.
+
+Config block (every option is a constructor keyword)::
+
+    specialists:
+      apply:
+        class: specialists.apply:ApplySpecialist
+        options:
+          max_delete_share: 0.3
+          parse_check: true
+          model: null            # a local HF causal LM path: rewrites the file on an abstain
+          model_options: {device: cpu, max_new_tokens: 8192, draft_len: 24}
+
+A request is ``{"original", "sketch", "path"?, "language"?}`` or ``{"files": [...]}`` of
+those. The answer's output holds one result per file and the combined diff; the request
+abstains when any file does, so the router can escalate (results of the files that applied
+are still in the output).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping
+
+from specialists.apply.applier import FileEdit, apply_sketch, combined_diff
+from specialists.apply.result import ApplyOptions, ApplyResult
+from specialists.base import Result, Specialist, SpecialistError
+
+__all__ = ["ApplySpecialist", "parse_files"]
+
+
+def parse_files(request: Mapping[str, Any]) -> list[FileEdit]:
+    """The files of a request, checked; raises ``SpecialistError`` on a malformed one."""
+    files = request.get("files")
+    if files is None:
+        files = [request]
+    if not isinstance(files, list) or not files:
+        raise SpecialistError("'files' must be a non-empty list of {original, sketch, path?}")
+    edits = []
+    for i, item in enumerate(files):
+        where = f"files[{i}]" if "files" in request else "request"
+        if not isinstance(item, Mapping):
+            raise SpecialistError(f"{where} must be an object")
+        for key in ("original", "sketch"):
+            if not isinstance(item.get(key), str):
+                raise SpecialistError(f"{where}.{key} must be a string")
+        for key in ("path", "language"):
+            if item.get(key) is not None and not isinstance(item.get(key), str):
+                raise SpecialistError(f"{where}.{key} must be a string")
+        edits.append(FileEdit(item["original"], item["sketch"], item.get("path"), item.get("language")))
+    return edits
+
+
+class ApplySpecialist(Specialist):
+    """Deterministic sketch applier, with an optional model-based fallback on abstains."""
+
+    kind = "apply"
+    version = "1"
+
+    def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
+                 model: str | None = None, model_options: Mapping[str, Any] | None = None,
+                 **options: Any) -> None:
+        super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
+                         model=model, model_options=dict(model_options or {}), **options)
+        self.apply_options = ApplyOptions(max_delete_share=max_delete_share, parse_check=parse_check,
+                                          fuzzy=fuzzy)
+        self.model_name = model
+        self.model_options = dict(model_options or {})
+        self.fallback: Any = None
+
+    def setup(self) -> None:
+        if self.model_name:
+            from specialists.apply.model import ModelApplier
+
+            opts = dict(self.model_options)
+            load = {k: opts.pop(k) for k in ("device", "dtype") if k in opts}
+            self.fallback = ModelApplier.from_pretrained(self.model_name, **load, **opts)
+
+    def apply_file(self, edit: FileEdit) -> ApplyResult:
+        result = apply_sketch(edit.original, edit.sketch, edit.language, edit.path, self.apply_options)
+        if result.applied or self.fallback is None:
+            result.stats["method"] = "deterministic"
+            return result
+        return self._model_apply(edit, result)
+
+    def _model_apply(self, edit: FileEdit, abstained: ApplyResult) -> ApplyResult:
+        merged_text, stats = self.fallback.rewrite(edit.original, edit.sketch)
+        # Diff the model's file against the original by merging it as a marker-free sketch.
+        options = replace(self.apply_options, max_delete_share=1.0, min_delete_lines=1 << 30)
+        result = apply_sketch(edit.original, merged_text, edit.language, edit.path, options)
+        result.confidence = 0.5
+        result.stats.update(method="model", deterministic_reason=abstained.reason,
+                            forward_passes=stats.forward_passes, draft_accepted=stats.accepted,
+                            model_seconds=stats.seconds)
+        return result
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        results = [self.apply_file(edit) for edit in parse_files(request)]
+        output = {"files": [r.to_dict() for r in results], "diff": combined_diff(results)}
+        abstained = [r for r in results if not r.applied]
+        if abstained:
+            reasons = "; ".join(f"{r.path or 'file'}: {r.reason}" for r in abstained)
+            return Result(output=output, abstained=True, reason=reasons, confidence=0.0)
+        return Result(output=output, confidence=min(r.confidence for r in results))
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": True, "version": self.version, "fallback_model": self.model_name}

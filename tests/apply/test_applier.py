@@ -1,0 +1,291 @@
+"""The deterministic applier: marker styles, placement, abstains, bad input, diffs."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from specialists.apply import ApplyOptions, FileEdit, apply_many, apply_sketch, combined_diff
+from specialists.apply.markers import LineKind, classify
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CASES = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
+
+
+def _case(folder: Path) -> tuple[str, str, str, str]:
+    original = next(folder.glob("original.*"))
+    sketch = next(folder.glob("sketch.*"))
+    expected = next(folder.glob("expected.*"))
+    return original.read_text(), sketch.read_text(), expected.read_text(), original.name
+
+
+@pytest.mark.parametrize("folder", CASES, ids=[p.name for p in CASES])
+def test_fixture_merges_exactly(folder: Path) -> None:
+    original, sketch, expected, name = _case(folder)
+    result = apply_sketch(original, sketch, path=name)
+    assert result.status == "applied", result.reason
+    assert result.merged == expected
+
+
+@pytest.mark.parametrize("line", [
+    "# ... existing code ...", "// ... rest of code ...", "/* ... existing code ... */",
+    "{/* ... existing code ... */}", "<!-- ... -->", "-- ... existing code ...",
+    "// ... keep calculateTotal ...", "// ... code remains the same", "# ...", "#...",
+    "// … unchanged …", "# rest of code unchanged", "// existing code here",
+])
+def test_marker_styles(line: str) -> None:
+    assert classify(line)[0] == LineKind.MARKER
+
+
+@pytest.mark.parametrize("line", [
+    "...", "x = foo(...)", "# wait for it...", "# for other cases.", "// TODO: existing bug",
+    "--count;", "#include <stdio.h>", "return ...",
+])
+def test_not_markers(line: str) -> None:
+    assert classify(line)[0] == LineKind.CODE
+
+
+def test_named_keep_and_remove_are_read() -> None:
+    kind, info = classify("// ... keep calculateTotal ...")
+    assert kind == LineKind.MARKER and info is not None and info.keep_name == "calculateTotal"
+    kind, info = classify("# remove `x = 1`")
+    assert kind == LineKind.REMOVE and info is not None and info.remove_quotes == ("x = 1",)
+    kind, info = classify("// remove the unused function")
+    assert kind == LineKind.REMOVE and info is not None and info.remove_name == "unused"
+
+
+ORIGINAL = """import os
+
+
+def first():
+    value = 1
+    return value
+
+
+def second():
+    value = 2
+    return value
+
+
+def third():
+    return 3
+"""
+
+
+def test_missing_first_and_last_marker_keep_the_rest() -> None:
+    sketch = "def second():\n    value = 20\n    return value\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("value = 2\n", "value = 20\n")
+
+
+def test_uniform_indentation_shift_is_undone() -> None:
+    sketch = "    # ...\n    def second():\n        value = 2\n        print(value)\n        return value\n    # ...\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("    value = 2\n", "    value = 2\n    print(value)\n")
+
+
+def test_order_of_anchors_resolves_repeated_lines() -> None:
+    # "return value" occurs twice; the unique header before it decides which one.
+    sketch = "# ...\ndef second():\n    value = 2\n    return value + 1\n# ...\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("value = 2\n    return value\n", "value = 2\n    return value + 1\n")
+
+
+def test_deletion_by_context_and_by_remove_comment() -> None:
+    by_context = "# ...\ndef second():\n    return value\n# ...\n"
+    result = apply_sketch(ORIGINAL, by_context, path="m.py")
+    assert result.applied and "value = 2" not in (result.merged or "")
+    by_comment = "# ...\n# remove `value = 2`\n# ...\n"
+    result = apply_sketch(ORIGINAL, by_comment, path="m.py")
+    assert result.applied and result.merged == ORIGINAL.replace("    value = 2\n", "")
+
+
+def test_remove_definition_by_name() -> None:
+    result = apply_sketch(ORIGINAL, "# ...\n# remove the second function\n# ...\n", path="m.py")
+    assert result.applied, result.reason
+    assert "def second" not in (result.merged or "") and "def third" in (result.merged or "")
+
+
+# ---- abstain instead of guessing ---------------------------------------------------------
+
+TWINS = """def a():
+    x = 1
+    return x
+
+
+def b():
+    x = 1
+    return x
+"""
+
+
+def test_ambiguous_anchor_abstains_with_span() -> None:
+    sketch = "# ...\n    x = 1\n    log(x)\n    return x\n# ...\n"
+    result = apply_sketch(TWINS, sketch, path="t.py")
+    assert result.status == "abstained"
+    assert "ambiguous" in (result.reason or "") or "more than one" in (result.reason or "")
+    assert result.span == (2, 4)
+
+
+def test_structure_resolves_what_lines_cannot() -> None:
+    sketch = "# ...\ndef b():\n    x = 1\n    log(x)\n    return x\n"
+    result = apply_sketch(TWINS, sketch, path="t.py")
+    assert result.applied
+    assert result.merged == TWINS + "" if False else TWINS.replace(
+        "def b():\n    x = 1\n", "def b():\n    x = 1\n    log(x)\n")
+
+
+def test_mass_deletion_abstains() -> None:
+    big = "".join(f"line_{i} = {i}\n" for i in range(100))
+    sketch = "line_0 = 0\nline_99 = 99\n"  # no marker: would delete 98 lines
+    result = apply_sketch(big, sketch + "# ...\n", path="big.py")
+    assert result.status == "abstained" and "delete" in (result.reason or "")
+    relaxed = apply_sketch(big, sketch + "# ...\n", path="big.py",
+                           options=ApplyOptions(max_delete_share=1.0))
+    assert relaxed.applied
+
+
+def test_placeholder_left_abstains() -> None:
+    sketch = "# ...\ndef third():\n    return compute(1, # ... existing args ...)\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.status == "abstained" and "placeholder" in (result.reason or "")
+
+
+def test_broken_syntax_abstains() -> None:
+    sketch = "# ...\ndef third():\n    return (3\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.status == "abstained" and "parse" in (result.reason or "")
+    unchecked = apply_sketch(ORIGINAL, sketch, path="m.py", options=ApplyOptions(parse_check=False))
+    assert unchecked.applied
+
+
+def test_block_with_no_anchor_abstains() -> None:
+    sketch = "# ...\ncompletely_new_code()\n# ...\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.status == "abstained" and result.span == (2, 2)
+
+
+def test_named_keep_that_is_not_kept_abstains() -> None:
+    sketch = "# ...\ndef first():\n    value = 10\n    return value\n# ... keep nonexistent ...\n"
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.status == "abstained" and "nonexistent" in (result.reason or "")
+
+
+# ---- bad input: a clear answer, bounded time, never an exception -------------------------
+
+@pytest.mark.parametrize("original, sketch, word", [
+    ("", "# ... existing code ...\nx = 1\n", "empty"),
+    ("abc\x00def\n", "# ...\nx\n", "binary"),
+    (ORIGINAL, "", "empty"),
+    (ORIGINAL, "   \n\n", "empty"),
+    (ORIGINAL, "# ... existing code ...\n", "markers"),
+    (ORIGINAL, ORIGINAL, "nothing"),
+])
+def test_bad_input_abstains_with_reason(original: str, sketch: str, word: str) -> None:
+    result = apply_sketch(original, sketch, path="x.py")
+    assert result.status == "abstained"
+    assert word in (result.reason or "")
+
+
+def test_empty_original_takes_a_marker_free_sketch_as_the_new_file() -> None:
+    result = apply_sketch("", "print('hi')\n", path="new.py")
+    assert result.applied and result.merged == "print('hi')\n"
+    assert result.diff.startswith("diff --git a/new.py b/new.py")
+
+
+def test_sketch_in_another_language_gets_a_clear_result() -> None:
+    go = "package main\n\nfunc main() {\n\tprintln(1)\n}\n"
+    sketch = "# ... existing code ...\ndef main():\n    print(2)\n# ... existing code ...\n"
+    result = apply_sketch(go, sketch, path="main.go")
+    assert result.status in ("applied", "abstained")
+    assert result.status == "abstained"
+
+
+def test_crlf_original_with_lf_sketch_keeps_crlf() -> None:
+    original = ORIGINAL.replace("\n", "\r\n")
+    sketch = "# ...\ndef third():\n    return 30\n"
+    result = apply_sketch(original, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("return 3\r\n", "return 30\r\n")
+
+
+def test_tabs_file_with_spaces_sketch_keeps_tabs() -> None:
+    original = "func a() {\n\tx := 1\n\treturn\n}\n\nfunc b() {\n\ty := 2\n}\n"
+    sketch = "func a() {\n    x := 1\n    log(x)\n    return\n}\n// ...\n"
+    result = apply_sketch(original, sketch, path="a.go")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("\tx := 1\n", "\tx := 1\n\tlog(x)\n")
+
+
+def test_fifty_thousand_lines_in_bounded_time() -> None:
+    original = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(17_000))
+    sketch = "# ...\ndef f16000():\n    return -1\n# ...\n"
+    started = time.perf_counter()
+    result = apply_sketch(original, sketch, path="huge.py")
+    assert time.perf_counter() - started < 10
+    assert result.applied and "return -1" in (result.merged or "")
+    many_braces = "}\n" * 50_000
+    started = time.perf_counter()
+    result = apply_sketch(many_braces, "// ...\n}\nx\n}\n// ...\n", path="b.js")
+    assert time.perf_counter() - started < 10
+    assert result.status in ("applied", "abstained")
+
+
+def test_non_string_input_abstains() -> None:
+    result = apply_sketch(b"bytes", "x")  # type: ignore[arg-type]
+    assert result.status == "abstained"
+
+
+# ---- diffs -------------------------------------------------------------------------------
+
+def _git_apply(tmp_path: Path, files: dict[str, str], patch: str) -> dict[str, str]:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    for name, text in files.items():
+        (tmp_path / name).write_bytes(text.encode())
+    (tmp_path / "p.diff").write_bytes(patch.encode())
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "--check", "p.diff"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, check=True)
+    return {name: (tmp_path / name).read_bytes().decode() for name in files}
+
+
+@pytest.mark.parametrize("folder", CASES, ids=[p.name for p in CASES])
+def test_diff_is_git_apply_clean(folder: Path, tmp_path: Path) -> None:
+    original, sketch, expected, name = _case(folder)
+    result = apply_sketch(original, sketch, path=name)
+    assert _git_apply(tmp_path, {name: original}, result.diff)[name] == expected
+
+
+@pytest.mark.parametrize("original, sketch", [
+    ("a\nb\nc", "a\nb\nc\nd\n"),  # no final newline, line appended
+    ("a\nb\nc", "// ...\nb\nC"),  # no final newline, last line changed
+    ("a\r\nb\r\nc\r\n", "a\nB\nc\n"),  # CRLF
+])
+def test_diff_edge_cases_apply(original: str, sketch: str, tmp_path: Path) -> None:
+    result = apply_sketch(original, sketch, path="f.txt")
+    assert result.applied, result.reason
+    assert _git_apply(tmp_path, {"f.txt": original}, result.diff)["f.txt"] == result.merged
+
+
+def test_several_files_in_one_request(tmp_path: Path) -> None:
+    edits = []
+    originals = {}
+    for folder in CASES[:4]:
+        original, sketch, _, name = _case(folder)
+        edits.append(FileEdit(original, sketch, path=name))
+        originals[name] = original
+    edits.append(FileEdit(TWINS, "# ...\n    x = 1\n    y()\n    return x\n# ...\n", path="t.py"))
+    originals["t.py"] = TWINS
+    results = apply_many(edits)
+    assert [r.applied for r in results] == [True, True, True, True, False]
+    patched = _git_apply(tmp_path, originals, combined_diff(results))
+    for edit, result in zip(edits, results):
+        assert patched[edit.path] == (result.merged if result.applied else edit.original)
