@@ -41,6 +41,7 @@ IMPLICIT = 3  # a marker the sketch left out before its first or after its last 
 
 _W_BOUNDARY = 10.0  # a block's first/last non-blank line next to a marker: its anchor
 _W_BLANK_EDGE = 3.0  # a blank first/last line of a block: a weak anchor
+_W_BLANK_RUN = 0.5  # another blank line of that edge run
 _W_MIDDLE = 0.1  # any other line: matching it must never pay for deleting one
 _DIAG = 0.05  # consecutive sketch lines on consecutive original lines
 _DEL = 0.2  # per original non-blank line a block deletes by context
@@ -89,6 +90,18 @@ class _Sketch:
             seps.append(seps[-1] + (kind != LineKind.CODE))
         self.sep_prefix = seps
         self.boundary = self._boundaries()
+        # Blank lines in a block's edge run (between its edge line and its first non-blank
+        # line): weak anchors too, so a run of blank lines lands on the same run.
+        self.edge_blank = [False] * len(self.keys)
+        for order in (range(len(self.keys)), range(len(self.keys) - 1, -1, -1)):
+            after_sep = True
+            for j in order:
+                if self.kinds[j] != LineKind.CODE:
+                    after_sep = True
+                elif self.keys[j]:
+                    after_sep = False
+                elif after_sep:
+                    self.edge_blank[j] = True
 
     def _add_implicit_markers(self) -> None:
         """A sketch that starts (ends) with code may have dropped its first (last) marker, or
@@ -306,13 +319,16 @@ class _Merger:
         nodes: list[tuple[int, int, float]] = []
         for j in range(ja + 1, jb):
             key = sk.keys[j]
-            if sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j]):
+            if sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j] or sk.edge_blank[j]):
                 continue
             found = pos.get(key) if key else self.blanks
             if not found:
                 continue
             lo, hi = bisect_right(found, pa), bisect_left(found, pb)
-            weight = (_W_BOUNDARY if key else _W_BLANK_EDGE) if sk.boundary[j] else _W_MIDDLE
+            if sk.boundary[j]:
+                weight = _W_BOUNDARY if key else _W_BLANK_EDGE
+            else:
+                weight = _W_MIDDLE if key else _W_BLANK_RUN
             for p in found[lo:hi]:
                 w = weight
                 if sk.widths[j] - self.shift != self.owidth[p]:
@@ -707,7 +723,7 @@ class _Merger:
         if info.remove_name:
             found = self._definitions_named(info.remove_name.split(".")[-1].rstrip("()"), lo, hi)
             if len(found) == 1:
-                return found[0]
+                return self._with_separating_blanks(*found[0], lo, hi)
             if required or len(found) > 1:
                 why = "no definition" if not found else "more than one definition"
                 raise Abstain(f"remove comment: {why} named {info.remove_name!r} there", span)
@@ -715,6 +731,18 @@ class _Merger:
         if required:
             raise Abstain("the remove comment does not say what to remove", span)
         return None
+
+    def _with_separating_blanks(self, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
+        """A removed definition takes the blank lines after it with it (before it at the end
+        of the file), so the blank lines between the definitions left stay as they were."""
+        end = t1
+        while end < hi and not self.ok[end]:
+            end += 1
+        if end > t1 or t1 < self.n:
+            return t0, end
+        while t0 - 1 >= lo and not self.ok[t0 - 1]:
+            t0 -= 1
+        return t0, t1
 
     def _unique_line(self, quote: str, lo: int, hi: int, span: tuple[int, int],
                      required: bool) -> int | None:
@@ -791,7 +819,7 @@ class _Merger:
             if rivals:
                 raise Abstain("a block between two markers is similar to more than one place", span)
         positions = [p for _, p in (matched[j] for j in js if j in matched)]
-        if positions != sorted(positions) or len(set(positions)) != len(positions):
+        if positions != sorted(positions):  # two new lines may rewrite one old line
             raise Abstain("a block between two markers matches the original out of order", span)
         t0, t1 = positions[0], positions[-1] + 1
         if t1 - t0 > len(js) + 2:
