@@ -3,7 +3,8 @@
 # SQLAlchemy URL on the last line. Installs Debian's package if the server is missing.
 # Usage: url=$(bash .ci/postgres.sh [PORT]) ; exits non-zero when it cannot start.
 set -euo pipefail
-port="${1:-54329}"
+# A free loopback port unless one is given (a server left from an earlier run may hold one).
+port="${1:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
   echo "postgres: installing the Debian package" >&2

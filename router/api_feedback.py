@@ -25,7 +25,7 @@ router = APIRouter()
 
 class FeedbackItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    request_id: str = Field(min_length=1, max_length=64)
+    request_id: str = Field(min_length=1, max_length=200)
     outcome: Literal["accepted", "rejected", "partial"]
     chars_accepted: int | None = Field(None, ge=0)
 

@@ -31,7 +31,7 @@ __all__ = ["app_from_env", "create_app"]
 log = logging.getLogger(__name__)
 
 #: Specialist areas that contribute an APIRouter (``<module>.router``).
-AREA_ROUTERS = ("specialists.apply.api", "specialists.tab.api", "retrieval.api",
+AREA_ROUTERS = ("specialists.apply.api", "specialists.tab.api", "retrieval.api", "router.loop.api",
                 "router.api_edit")
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 

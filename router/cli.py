@@ -14,7 +14,7 @@ from router.errors import ConfigError
 __all__ = ["build_parser", "main"]
 
 #: Areas that add subcommands through ``register(subparsers)``.
-AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli", "router.edit_cli")
+AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli", "router.loop.cli", "router.edit_cli")
 
 
 def _positive_int(text: str) -> int:

@@ -72,7 +72,7 @@ def _v1(metadata: Any) -> None:
     from sqlalchemy import Boolean, Column, Float, Integer, String, Table, Text
 
     Table("actions", metadata,
-          Column("request_id", String(64), primary_key=True),
+          Column("request_id", String(200), primary_key=True),
           Column("created_at", Float, nullable=False, index=True),
           Column("route", String(64), nullable=False),
           Column("policy_version", String(64), nullable=False, index=True),
@@ -85,7 +85,7 @@ def _v1(metadata: Any) -> None:
           Column("latency_ms", Float, nullable=False),
           Column("expires_at", Float))
     Table("outcomes", metadata,
-          Column("request_id", String(64), primary_key=True),
+          Column("request_id", String(200), primary_key=True),
           Column("outcome", String(16), nullable=False),
           Column("chars_accepted", Integer, nullable=False),
           Column("created_at", Float, nullable=False),
@@ -162,8 +162,15 @@ class EventStore:
                "logprob": float(rec.logprob), "suggestion": rec.suggestion,
                "shown": rec.shown, "latency_ms": float(rec.latency_ms),
                "expires_at": now + self.feedback_timeout_s if rec.shown else None}
-        with self.engine.begin() as conn:
-            conn.execute(self.actions.insert().values(**row))
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(self.actions.insert().values(**row))
+        except IntegrityError:
+            raise Conflict(f"request_id {rec.request_id!r} was already used; send a new id "
+                           "per request (or none, and the server issues one)",
+                           param="request_id") from None
 
     def record_feedback(self, fb: Feedback, now: float | None = None) -> bool:
         """Store one outcome. True if new, False if the same feedback was already stored.

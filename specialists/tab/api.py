@@ -65,6 +65,7 @@ def tab(body: TabBody, request: Request) -> dict[str, Any]:
     except SpecialistError as exc:
         raise BadRequest(str(exc), param=None) from exc
     meta = result.meta
+    _log_action(request, result)
     return {
         "request_id": meta.get("request_id"),
         "policy_version": meta.get("policy_version"),
@@ -75,6 +76,25 @@ def tab(body: TabBody, request: Request) -> dict[str, Any]:
         "confidence": result.confidence,
         "logprob": meta.get("logprob"),
     }
+
+
+def _log_action(request: Request, result: Any) -> None:
+    """Record the policy's decision in the event store (when the server keeps one and the
+    specialist logs features): the loop trains on exactly these events."""
+    store = getattr(request.app.state, "events", None)
+    meta = result.meta
+    if store is None or "features" not in meta or meta.get("cancelled"):
+        return
+    from router.events import ActionRecord
+
+    shown = result.output is not None
+    store.record_action(ActionRecord(
+        request_id=str(meta["request_id"]), policy_version=str(meta["policy_version"]),
+        action=str(meta.get("action", 0)), logprob=float(meta.get("logprob", 0.0)),
+        shown=shown, features=meta["features"],
+        suggestion=result.output["text"] if shown else None,
+        latency_ms=float(meta.get("latency_ms") or 0.0)))
+    meta.pop("features")
 
 
 def create_app(specialist: Any) -> Any:

@@ -85,6 +85,9 @@ def register(subparsers: Any) -> None:
     t = tab_sub.add_parser("train", help="train the policy by REINFORCE on replayed edits")
     _add_dataclass(t, Args)
     t.set_defaults(func=_train)
+    from router.loop.cli import add_tab_commands
+
+    add_tab_commands(tab_sub, t)  # train --from-events, rollback: the online loop's steps
 
     data = subparsers.add_parser("data", help="edit data for Tab and the benchmarks")
     data_sub = data.add_subparsers(dest="data_command", required=True)

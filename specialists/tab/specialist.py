@@ -55,7 +55,7 @@ class TabSpecialist(Specialist):
     def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
                  threads: int = 1, context_tokens: int = 128, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
-                 **options: Any) -> None:
+                 log_features: bool = False, **options: Any) -> None:
         super().__init__(**options)
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -66,6 +66,8 @@ class TabSpecialist(Specialist):
         self.window_after = window_after
         self.max_recent_edits = max_recent_edits
         self.sample = sample
+        self.log_features = log_features
+        """Put the observation's arrays in each answer's meta, for the event store (the loop)."""
         self.lm: Any = None
         self.policy: Any = None
         self._lock = threading.Lock()
@@ -86,6 +88,21 @@ class TabSpecialist(Specialist):
                                   f"{self.lm.hidden_size if self.lm else 0}")
         self.observe_config = ObserveConfig(use_lm=self.lm is not None)
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
+
+    def swap(self, policy: Any) -> int:
+        """Serve ``policy`` from now on; returns the version it replaced.
+
+        The new policy is fully loaded before this is called, and the swap waits for the
+        model lock, so requests in flight finish on the old version and none sees a
+        half-loaded one.
+        """
+        expected = self.lm.hidden_size if self.lm else 0
+        if policy.config.hidden_size != expected:
+            raise SpecialistError(f"policy version {policy.version} expects LM hidden size "
+                                  f"{policy.config.hidden_size}; the served LM has {expected}")
+        with self._lock:
+            old, self.policy = self.policy, policy
+        return int(old.version) if old is not None else -1
 
     @property
     def version(self) -> str:  # type: ignore[override]
@@ -164,6 +181,10 @@ class TabSpecialist(Specialist):
             action = self.policy.act(obs, sample=self.sample)
         meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
                     prob_show=round(action.prob_show, 4), action=action.index)
+        if self.log_features:
+            from router.loop.features import to_features
+
+            meta["features"] = to_features(obs)
         if action.suggestion is None:
             return self._nothing("policy chose not to show", t0, meta)
         s = action.suggestion

@@ -1,0 +1,316 @@
+"""``complement loop``: turns of deploy → collect → train → gate → swap, each one recorded.
+
+The server is a real ``complement serve`` subprocess; with ``--simulate`` a population of
+simulated users drives its HTTP API. The loop's own state lives on disk (the policy store
+and the event store), so a loop killed mid-turn resumes where it stopped: the events the
+deployed version already collected count toward the turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from router.events import EventStore
+from router.loop.versions import PolicyStore
+
+__all__ = ["LoopArgs", "run_loop", "status"]
+
+
+@dataclass
+class LoopArgs:
+    config: str | None = None
+    """Base config; its ``specialists.tab`` block is served (default: configs/default.yaml)."""
+    data: str = "../shared/data/commits"
+    """Replayed edits (JSONL.gz per project)."""
+    checkpoint: str | None = None
+    """LM + first policy (default: the shipped checkpoint in specialists/tab/checkpoint)."""
+    turns: int = 3
+    events_per_turn: int = 600
+    users: int = 4
+    """Concurrent simulated users."""
+    collect_split: str = "test"
+    """Projects whose edits the simulated users make (held out from the policy's training)."""
+    gate_split: str = "dev"
+    gate_pairs: int = 12
+    gate_margin: float = 0.005
+    port: int = 0
+    out: str = "runs/loop"
+    data_dir: str | None = None
+    """Where the loop keeps its event store and policy versions (default: <out>/state)."""
+    seed: int = 0
+    feedback_timeout_s: float = 120.0
+
+
+@dataclass
+class Turn:
+    turn: int
+    deployed: int
+    events: int = 0
+    off_policy_refused: int = 0
+    show_rate: float = 0.0
+    accept_rate: float = 0.0
+    reward_per_request: float = 0.0
+    collect_s: float = 0.0
+    train_s: float = 0.0
+    gate_swap_s: float = 0.0
+    turnaround_s: float = 0.0
+    new_version: int | None = None
+    shipped: bool = False
+    gate: str = ""
+    requests_per_s: float = 0.0
+    errors: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _server_config(args: LoopArgs, state: Path, store: PolicyStore, port: int) -> Path:
+    from router.config import default_config_path
+
+    base = yaml.safe_load(Path(args.config or default_config_path()).read_text()) or {}
+    spec = (base.get("specialists") or {}).get("tab") or {"class": "specialists.tab:TabSpecialist"}
+    options = dict(spec.get("options") or {})
+    deployed = store.deployed()
+    assert deployed is not None, "bootstrap deploys a version first"
+    options.update(policy=str(store.path(deployed)), sample=True, log_features=True)
+    if args.checkpoint:
+        options["checkpoint"] = str(Path(args.checkpoint).resolve())
+    base["specialists"] = {"tab": {**spec, "options": options}}
+    base["routes"] = {}
+    base["data_dir"] = str(state)
+    base["server"] = {"host": "127.0.0.1", "port": port}
+    base["events"] = {"url": "", "feedback_timeout_s": args.feedback_timeout_s}
+    path = state / "server.yaml"
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+class Server:
+    """A ``complement serve`` subprocess for the loop."""
+
+    def __init__(self, config: Path, port: int, log: Path) -> None:
+        self.config, self.port, self.log = config, port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180) -> "Server":
+        import httpx
+
+        repo = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "router.cli", "serve", "--config", str(self.config),
+                 "--log-level", "warning"], stdout=fh, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the loop's server exited ({self.proc.returncode}); "
+                                   f"see {self.log}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"the loop's server was not ready in {timeout}s; see {self.log}")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            self.proc.wait(timeout=60)
+
+
+def _bootstrap(store: PolicyStore, checkpoint: Path) -> int:
+    """Deploy the checkpoint's policy as the first version, once."""
+    deployed = store.deployed()
+    if deployed is not None:
+        return deployed
+    from specialists.tab.policy import TabPolicy
+
+    policy = TabPolicy.load(checkpoint)
+    store.publish(checkpoint, policy.version,
+                  {"parent": None, "source": str(checkpoint), "events_used": 0})
+    store.set_deployed(policy.version)
+    return policy.version
+
+
+def deploy(server_url: str, version: int) -> dict[str, Any]:
+    import httpx
+
+    r = httpx.post(f"{server_url}/v1/tab/deploy", json={"version": version}, timeout=120)
+    r.raise_for_status()
+    return dict(r.json())
+
+
+def _turn_pairs(pool: list[Any], turn: int, seed: int, k: int) -> list[Any]:
+    rng = random.Random(f"{seed}:{turn}")
+    return rng.sample(pool, min(k, len(pool)))
+
+
+def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
+    from router.loop.gate import Gate
+    from router.loop.simulate import simulate
+    from router.loop.trainer import train_from_events
+    from specialists.tab.data import load_split
+    from specialists.tab.lm import TabLM
+    from specialists.tab.specialist import DEFAULT_CHECKPOINT
+
+    out = Path(args.out)
+    state = Path(args.data_dir) if args.data_dir else out / "state"
+    state.mkdir(parents=True, exist_ok=True)
+    store = PolicyStore(state / "tab")
+    checkpoint = Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT
+    _bootstrap(store, checkpoint)
+    from router.events import sqlite_url
+
+    events = EventStore(sqlite_url(state), feedback_timeout_s=args.feedback_timeout_s)
+    collect_pool = load_split(args.data, args.collect_split)
+    gate_pairs = load_split(args.data, args.gate_split, limit_per_project=args.gate_pairs,
+                            seed=args.seed)
+    progress(f"loop: {len(collect_pool)} edits to replay ({args.collect_split}), "
+             f"{len(gate_pairs)} gate edits ({args.gate_split})")
+    lm = TabLM(checkpoint).load()
+    gate = Gate(gate_pairs, lm, margin=args.gate_margin, seed=args.seed)
+    port = args.port or _free_port()
+    server = Server(_server_config(args, state, store, port), port, state / "server.log").start()
+    log_path = out / "loop.json"
+    turns: list[dict[str, Any]] = _previous_turns(log_path)
+    try:
+        for t in range(len(turns), len(turns) + args.turns):
+            row = _one_turn(t, args, server, store, events, gate, collect_pool, progress,
+                            simulate, train_from_events)
+            turns.append(asdict(row))
+            _write_log(log_path, turns)
+            plot_turns(turns, out / "loop.png")
+    finally:
+        server.stop()
+        events.close()
+    return _summary(turns)
+
+
+def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events: EventStore,
+              gate: Any, pool: list[Any], progress: Any, simulate: Any,
+              train_from_events: Any) -> Turn:
+    t0 = time.monotonic()
+    deployed = store.deployed()
+    assert deployed is not None
+    row = Turn(turn=t, deployed=deployed)
+    have = len(events.labelled(str(deployed)))
+    need = max(0, args.events_per_turn - have)
+    progress(f"turn {t}: version {deployed} deployed; collecting {need} events "
+             f"({have} already on disk)")
+    pairs = _turn_pairs(pool, t, args.seed, k=len(pool))
+    stats = simulate(server.url, pairs, users=args.users, max_requests=need)
+    events.expire_stale()
+    row.collect_s = time.monotonic() - t0
+    row.requests_per_s = stats.summary()["requests_per_s"]
+    row.errors = len(stats.errors)
+    t1 = time.monotonic()
+    report = train_from_events(events, store)
+    row.train_s = time.monotonic() - t1
+    row.events, row.off_policy_refused = report.events_used, report.off_policy_refused
+    row.show_rate, row.accept_rate = round(report.show_rate, 4), round(report.accept_rate, 4)
+    row.reward_per_request, row.new_version = round(report.reward_mean, 4), report.version
+    t2 = time.monotonic()
+    result = gate.check(store.path(report.version), report.version, store.path(deployed),
+                        deployed)
+    row.gate = result.reason
+    events.record_deploy(str(report.version), "gate_passed" if result.passed else "gate_failed",
+                         reason=result.reason, parent=deployed)
+    if result.passed:
+        deploy(server.url, report.version)
+        store.set_deployed(report.version)
+        row.shipped = True
+    row.gate_swap_s = time.monotonic() - t2
+    row.turnaround_s = time.monotonic() - t0
+    progress(f"turn {t}: {row.events} events (refused {row.off_policy_refused} off-policy), "
+             f"show {row.show_rate:.3f} accept {row.accept_rate:.3f} reward "
+             f"{row.reward_per_request:+.4f}; {result.reason}; turnaround "
+             f"{row.turnaround_s:.1f}s")
+    return row
+
+
+def _previous_turns(path: Path) -> list[dict[str, Any]]:
+    if path.exists():
+        try:
+            return list(json.loads(path.read_text())["turns"])
+        except (ValueError, KeyError):
+            return []
+    return []
+
+
+def _write_log(path: Path, turns: list[dict[str, Any]]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"turns": turns, **_summary(turns)}, indent=1))
+    os.replace(tmp, path)
+
+
+def _summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
+    import statistics
+
+    return {"median_turnaround_s": round(statistics.median(t["turnaround_s"] for t in turns), 2)
+            if turns else None, "turns_run": len(turns)}
+
+
+def plot_turns(turns: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [t["turn"] for t in turns]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(x, [t["reward_per_request"] for t in turns], "o-")
+    axes[0].set_title("reward per request")
+    axes[1].plot(x, [t["accept_rate"] for t in turns], "o-", label="accept rate")
+    axes[1].plot(x, [t["show_rate"] for t in turns], "s-", label="show rate")
+    axes[1].legend()
+    axes[1].set_title("accept and show rate")
+    for key, label in (("collect_s", "collect"), ("train_s", "train"),
+                       ("gate_swap_s", "gate+swap"), ("turnaround_s", "total")):
+        axes[2].plot(x, [t[key] for t in turns], "o-", label=label)
+    axes[2].legend()
+    axes[2].set_title("seconds per turn")
+    for ax in axes:
+        ax.set_xlabel("turn")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def status(data_dir: str | Path, out: str | Path | None = None) -> dict[str, Any]:
+    store = PolicyStore(Path(data_dir) / "tab")
+    deployed = store.deployed()
+    info: dict[str, Any] = {"deployed": deployed, "versions": store.versions()}
+    if deployed is not None:
+        chain: list[dict[str, Any]] = []
+        v: int | None = deployed
+        while v is not None and len(chain) < 20:
+            lineage = store.lineage(v)
+            chain.append(lineage)
+            v = lineage.get("parent")
+        info["lineage"] = chain
+    if out is not None and (Path(out) / "loop.json").exists():
+        info["last_turns"] = json.loads((Path(out) / "loop.json").read_text())["turns"][-5:]
+    return info

@@ -1,0 +1,160 @@
+"""Simulated users driving the real HTTP API, exactly as an editor would.
+
+Each user replays held-out real edits (the Tab specialist's ``Session``): at every trigger
+it sends ``POST /v1/tab``, lets the simulated person judge the suggestion, and reports the
+outcome with ``POST /v1/feedback`` (batched, as buffering clients do). Users run
+concurrently in threads; the loop bounds them by request count and wall time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+__all__ = ["SimStats", "simulate"]
+
+
+@dataclass
+class SimStats:
+    requests: int = 0
+    shown: int = 0
+    accepted: int = 0
+    reward: float = 0.0
+    chars_saved: int = 0
+    feedback_sent: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    versions: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        n = max(1, self.requests)
+        return {"requests": self.requests, "show_rate": round(self.shown / n, 4),
+                "accept_rate": round(self.accepted / max(1, self.shown), 4),
+                "reward_per_request": round(self.reward / n, 4),
+                "chars_saved": self.chars_saved, "seconds": round(self.seconds, 2),
+                "requests_per_s": round(self.requests / max(self.seconds, 1e-9), 1),
+                "errors": len(self.errors), "versions": dict(self.versions)}
+
+
+class _User:
+    def __init__(self, client: Any, stats: SimStats, lock: threading.Lock, batch: int,
+                 reward: Any) -> None:
+        self.client = client
+        self.stats = stats
+        self.lock = lock
+        self.batch = batch
+        self.reward = reward
+        self.pending: list[dict[str, Any]] = []
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        r = self.client.post("/v1/feedback", json={"feedback": self.pending})
+        if r.status_code != 200:
+            with self.lock:
+                self.stats.errors.append(f"feedback {r.status_code}: {r.text[:200]}")
+        else:
+            bad = [x for x in r.json()["results"] if x["status"] == "error"]
+            with self.lock:
+                self.stats.feedback_sent += len(self.pending) - len(bad)
+                self.stats.errors += [f"feedback item: {x['error']['message']}" for x in bad]
+        self.pending = []
+
+    def replay(self, pair: Any, budget: "_Budget") -> None:
+        from specialists.tab.replay import Session, Suggestion
+
+        session = Session(pair, reward=self.reward)
+        seq = 0
+        while (req := session.next_request()) is not None:
+            if not budget.take():
+                break  # the session is dropped with its request unanswered
+            seq += 1
+            body = req.to_json()
+            body.pop("request_id", None)  # the server issues unique ids
+            r = self.client.post("/v1/tab", json=body)
+            if r.status_code != 200:
+                session.respond(None)
+                with self.lock:
+                    self.stats.errors.append(f"tab {r.status_code}: {r.text[:200]}")
+                continue
+            answer = r.json()
+            raw = answer.get("suggestion")
+            sug = Suggestion(raw["range"]["start"], raw["range"]["end"], raw["text"]) if raw else None
+            out = session.respond(sug)
+            with self.lock:
+                s = self.stats
+                s.requests += 1
+                s.shown += out.shown
+                s.accepted += out.accepted
+                s.reward += out.reward
+                s.chars_saved += out.chars_saved
+                v = str(answer.get("policy_version"))
+                s.versions[v] = s.versions.get(v, 0) + 1
+            if out.shown:
+                self.pending.append({"request_id": answer["request_id"],
+                                     "outcome": "accepted" if out.accepted else "rejected",
+                                     "chars_accepted": out.chars_saved})
+                if len(self.pending) >= self.batch:
+                    self.flush()
+        self.flush()
+
+
+class _Budget:
+    def __init__(self, requests: int | None, deadline: float | None) -> None:
+        self.left = requests
+        self.deadline = deadline
+        self.lock = threading.Lock()
+
+    def take(self) -> bool:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return False
+        with self.lock:
+            if self.left is None:
+                return True
+            if self.left <= 0:
+                return False
+            self.left -= 1
+            return True
+
+
+def simulate(base_url: str, pairs: Iterable[Any], *, users: int = 8,
+             max_requests: int | None = None, max_seconds: float | None = None,
+             api_key: str | None = None, feedback_batch: int = 16,
+             reward: Any = None) -> SimStats:
+    """Replay ``pairs`` through the API with ``users`` concurrent simulated people."""
+    import httpx
+
+    stats = SimStats()
+    lock = threading.Lock()
+    queue = list(pairs)
+    queue_lock = threading.Lock()
+    t0 = time.monotonic()
+    budget = _Budget(max_requests, t0 + max_seconds if max_seconds else None)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def worker() -> None:
+        with httpx.Client(base_url=base_url, timeout=60, headers=headers) as client:
+            user = _User(client, stats, lock, feedback_batch, reward)
+            while True:
+                with queue_lock:
+                    if not queue:
+                        return
+                    pair = queue.pop(0)
+                try:
+                    user.replay(pair, budget)
+                except httpx.HTTPError as exc:
+                    with lock:
+                        stats.errors.append(f"http: {exc}")
+                    return
+                if budget.left is not None and budget.left <= 0:
+                    return
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, users))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats.seconds = time.monotonic() - t0
+    return stats

@@ -1,0 +1,91 @@
+"""Turn the deployed version's labelled events into the next policy version.
+
+Only on-policy events are used: those drawn by the deployed version. Events of any other
+version are counted and refused, never silently mixed in (DESIGN.md, the online loop).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from router.errors import BadRequest
+from router.events import EventStore, LabelledEvent
+from router.loop.features import from_features
+from router.loop.versions import PolicyStore
+
+__all__ = ["TrainReport", "reward_of", "train_from_events"]
+
+
+@dataclass
+class TrainReport:
+    parent: int
+    version: int
+    events_used: int
+    off_policy_refused: int
+    reward_mean: float
+    show_rate: float
+    accept_rate: float
+    seconds: float
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def reward_of(event: LabelledEvent, reward: Any) -> float:
+    if not event.shown:
+        return float(reward(False, False))
+    accepted = event.outcome in ("accepted", "partial")
+    return float(reward(True, accepted, event.chars_accepted))
+
+
+def code_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int = 1,
+                      reward: Any = None) -> TrainReport:
+    """One policy-gradient update on the deployed version's labelled events; publishes v+1."""
+    from specialists.tab.policy import Action, Sample, TabPolicy
+    from specialists.tab.replay import RewardConfig
+
+    reward = reward or RewardConfig()
+    t0 = time.monotonic()
+    parent = store.deployed()
+    if parent is None:
+        raise BadRequest(f"no deployed policy under {store.root}; deploy one first "
+                         "(complement loop deploys the shipped checkpoint)")
+    policy = TabPolicy.load(store.path(parent))
+    labelled = events.labelled(str(parent))
+    refused = events.count_other_versions(str(parent))
+    if len(labelled) < min_events:
+        raise BadRequest(f"only {len(labelled)} labelled events for version {parent} "
+                         f"(need {min_events}); collect more first")
+    n_feat = policy.config.n_action
+    samples = [Sample(from_features(e.features, n_feat),
+                      Action(index=int(e.action), logprob=e.logprob, version=parent),
+                      reward_of(e, reward)) for e in labelled]
+    stats = policy.train_step(samples)
+    shown = [e for e in labelled if e.shown]
+    accepted = [e for e in shown if e.outcome in ("accepted", "partial")]
+    rewards = [s.reward for s in samples]
+    report = TrainReport(parent=parent, version=policy.version, events_used=len(samples),
+                         off_policy_refused=refused, reward_mean=sum(rewards) / len(rewards),
+                         show_rate=len(shown) / len(labelled),
+                         accept_rate=len(accepted) / max(1, len(shown)),
+                         seconds=time.monotonic() - t0, stats=stats)
+    with tempfile.TemporaryDirectory() as tmp:
+        policy.save(tmp)
+        store.publish(tmp, policy.version, {
+            "parent": parent, "events_used": report.events_used,
+            "off_policy_refused": refused, "reward_mean": report.reward_mean,
+            "show_rate": report.show_rate, "accept_rate": report.accept_rate,
+            "code_revision": code_revision(), "train_stats": stats})
+    return report

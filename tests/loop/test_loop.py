@@ -1,0 +1,242 @@
+"""The online loop's parts against a real server: logging, training, gate, hot swap, faults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+import yaml
+
+from router.app import create_app
+from router.config import parse_config
+from router.errors import BadRequest, NotFound
+from router.events import ActionRecord, EventStore, sqlite_url
+from router.loop.gate import Gate
+from router.loop.simulate import simulate
+from router.loop.trainer import train_from_events
+from router.loop.versions import PolicyStore
+from specialists.tab.data import load_split
+from tests.conftest import free_port, running
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _state(tmp_path: Path, checkpoint: Path) -> tuple[Path, PolicyStore, int]:
+    from specialists.tab.policy import TabPolicy
+
+    store = PolicyStore(tmp_path / "tab")
+    version = TabPolicy.load(checkpoint).version
+    store.publish(checkpoint, version, {"parent": None, "source": "test"})
+    store.set_deployed(version)
+    return tmp_path, store, version
+
+
+def _config(state: Path, checkpoint: Path, store: PolicyStore, **extra: Any) -> dict[str, Any]:
+    return {"data_dir": str(state), "events": {"feedback_timeout_s": 120},
+            "specialists": {"tab": {"class": "specialists.tab:TabSpecialist", "options": {
+                "checkpoint": str(checkpoint), "policy": str(store.path(store.deployed())),
+                "sample": True, "log_features": True, "context_tokens": 48}}}, **extra}
+
+
+@pytest.fixture
+def served(tmp_path: Path, tiny_checkpoint: Path) -> Iterator[tuple[str, Any, PolicyStore, int]]:
+    state, store, version = _state(tmp_path, tiny_checkpoint)
+    app = create_app(parse_config(_config(state, tiny_checkpoint, store), env={}))
+    with running(app) as url:
+        yield url, app, store, version
+
+
+def test_policy_store_is_atomic_and_immutable(tmp_path: Path, tiny_checkpoint: Path) -> None:
+    store = PolicyStore(tmp_path)
+    store.publish(tiny_checkpoint, 7, {"parent": None})
+    store.publish(tiny_checkpoint, 7, {"parent": 3})  # same number: unchanged
+    assert store.lineage(7)["parent"] is None
+    assert store.versions() == [7] and store.deployed() is None
+    with pytest.raises(NotFound, match="known: \\[7\\]"):
+        store.set_deployed(8)
+    store.set_deployed(7)
+    assert store.deployed() == 7
+    assert not [p for p in store.versions_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_collect_train_gate_swap(served: tuple[str, Any, PolicyStore, int],
+                                 toy_data: Path) -> None:
+    url, app, store, v = served
+    events: EventStore = app.state.events
+    stats = simulate(url, load_split(toy_data, "toy"), users=2, max_requests=60)
+    assert not stats.errors, stats.errors[:3]
+    assert stats.requests == 60
+    counts = events.counts()
+    assert counts["actions"] == 60  # every decision logged, with its version
+    assert counts["outcomes"] == stats.shown == stats.feedback_sent
+    assert stats.versions == {str(v): 60}
+    events.record_action(ActionRecord("stale-1", "999", "0", -0.1, False, features={}))
+
+    report = train_from_events(events, store)
+    assert report.parent == v and report.version == v + 1
+    assert report.events_used == 60 and report.off_policy_refused == 1
+    lineage = store.lineage(v + 1)
+    assert lineage["parent"] == v and lineage["events_used"] == 60
+    assert "code_revision" in lineage and "reward_mean" in lineage
+
+    gate = Gate(load_split(toy_data, "toy")[:2], app.state.registry.get("tab").lm, margin=-5.0)
+    held = gate.check(store.path(v + 1), v + 1, store.path(v), v)
+    assert not held.passed and "held back" in held.reason  # a failing gate leaves v serving
+    assert store.deployed() == v
+
+    deployed = httpx.post(f"{url}/v1/tab/deploy", json={"version": v + 1}, timeout=60).json()
+    assert deployed == {"deployed": v + 1, "previous": v, "event": "deploy"}
+    assert store.deployed() == v + 1
+    text = "def f(x):\n    return x\n\nde"
+    answer = httpx.post(f"{url}/v1/tab", json={"file": text, "cursor": len(text),
+                                                "language": "python"}).json()
+    assert answer["policy_version"] == v + 1
+    log = httpx.get(f"{url}/v1/tab/versions").json()
+    assert log["deployed"] == v + 1 and log["deploys"][0]["event"] == "deploy"
+    # the events of v are now off-policy for v+1
+    with pytest.raises(BadRequest, match="only 0 labelled events"):
+        train_from_events(events, store)
+
+
+def test_swap_under_load_loses_no_request(served: tuple[str, Any, PolicyStore, int],
+                                          tmp_path: Path) -> None:
+    from specialists.tab.policy import TabPolicy
+
+    url, app, store, v = served
+    policy = TabPolicy.load(store.path(v))
+    policy.version = v + 5
+    policy.save(tmp_path / "next")
+    store.publish(tmp_path / "next", v + 5, {"parent": v})
+    seen: list[Any] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        with httpx.Client(base_url=url, timeout=60) as c:
+            while not stop.is_set():
+                r = c.post("/v1/tab", json={"file": "x = 1\ny = x\nz", "cursor": 12})
+                seen.append((r.status_code, r.json().get("policy_version")))
+
+    threads = [threading.Thread(target=hammer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    assert httpx.post(f"{url}/v1/tab/deploy", json={"version": v + 5}).status_code == 200
+    time.sleep(0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert seen and all(code == 200 for code, _ in seen)
+    assert {ver for _, ver in seen} <= {v, v + 5}
+    assert seen[-1][1] == v + 5
+    missing = httpx.post(f"{url}/v1/tab/deploy", json={"version": 4242})
+    assert missing.status_code == 404 and "known" in missing.json()["error"]["message"]
+
+
+def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--config", str(config),
+                             "--port", str(port), "--log-level", "warning"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path, tiny_checkpoint: Path,
+                                                      toy_data: Path) -> None:
+    state, store, v = _state(tmp_path, tiny_checkpoint)
+    config = tmp_path / "server.yaml"
+    config.write_text(yaml.safe_dump(_config(state, tiny_checkpoint, store)))
+    port = free_port()
+    proc = _serve(config, port)
+    acked_actions: list[str] = []
+    acked_feedback: list[str] = []
+    text = "def f(a):\n    return a\n\ndef g(a):\n    return f("
+    body = {"file": text, "cursor": len(text), "language": "python"}
+
+    def burst() -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+            for _ in range(10_000):
+                try:
+                    r = c.post("/v1/tab", json=body)
+                    if r.status_code != 200:
+                        continue
+                    rid = r.json()["request_id"]
+                    acked_actions.append(rid)
+                    if r.json()["suggestion"] is not None:
+                        f = c.post("/v1/feedback", json={"request_id": rid, "outcome": "rejected"})
+                        if f.status_code == 200:
+                            acked_feedback.append(rid)
+                except httpx.TransportError:
+                    return
+
+    threads = [threading.Thread(target=burst) for _ in range(3)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(acked_actions) < 40 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    for t in threads:
+        t.join(timeout=30)
+    assert len(acked_actions) >= 40
+    events = EventStore(sqlite_url(state))
+    try:
+        stored = {e.request_id for e in events.labelled(str(v))}
+        pending_or_labelled = events.counts()
+        assert pending_or_labelled["actions"] >= len(acked_actions)
+        with events.engine.connect() as conn:
+            from sqlalchemy import select
+
+            ids = {r[0] for r in conn.execute(select(events.actions.c.request_id))}
+            outcome_ids = {r[0] for r in conn.execute(select(events.outcomes.c.request_id))}
+        assert set(acked_actions) <= ids
+        assert set(acked_feedback) <= outcome_ids
+        assert set(acked_feedback) <= stored
+    finally:
+        events.close()
+    proc = _serve(config, port)  # restart: it serves again from the same store
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/tab", json=body, timeout=30)
+        assert r.status_code == 200 and r.json()["policy_version"] == v
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_killed_trainer_leaves_deployed_version_serving(tmp_path: Path, tiny_checkpoint: Path,
+                                                        toy_data: Path) -> None:
+    state, store, v = _state(tmp_path, tiny_checkpoint)
+    app = create_app(parse_config(_config(state, tiny_checkpoint, store), env={}))
+    with running(app) as url:
+        simulate(url, load_split(toy_data, "toy"), users=1, max_requests=30)
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"data_dir": str(state)}))
+    cmd = [sys.executable, "-m", "router.cli", "tab", "train", "--from-events", "--config",
+           str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    time.sleep(1.0)  # importing torch: killed before it can publish
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert store.deployed() == v
+    assert all((store.path(x) / "lineage.json").exists() for x in store.versions())
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert store.versions() == [v, v + 1] and store.deployed() == v
