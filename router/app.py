@@ -147,6 +147,9 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
 
         app.state.events = await run_in_threadpool(
             EventStore, config.events_url(), feedback_timeout_s=config.events.feedback_timeout_s)
+        from router.metrics import EventMetrics
+
+        app.state.metrics.registry.register(EventMetrics(app.state.events))
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
         app.state.registry = reg

@@ -285,6 +285,31 @@ class EventStore:
             outcomes = conn.execute(select(func.count()).select_from(self.outcomes)).scalar()
         return {"actions": int(actions or 0), "outcomes": int(outcomes or 0)}
 
+    def version_stats(self, accept: float = 0.75, reject: float = -0.25,
+                      none: float = 0.0) -> list[dict[str, Any]]:
+        """Per policy version, over its labelled events: show rate, accept rate, reward."""
+        from sqlalchemy import case, func, select
+
+        a, o = self.actions, self.outcomes
+        accepted = o.c.outcome.in_(("accepted", "partial"))
+        query = (select(a.c.policy_version,
+                        func.count().label("n"),
+                        func.sum(case((a.c.shown.is_(True), 1), else_=0)).label("shown"),
+                        func.sum(case((accepted, 1), else_=0)).label("accepted"))
+                 .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
+                 .where((a.c.shown.is_(False)) | (o.c.outcome.is_not(None)))
+                 .group_by(a.c.policy_version))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        out = []
+        for r in rows:
+            n, shown, acc = int(r.n), int(r.shown or 0), int(r.accepted or 0)
+            reward = acc * accept + (shown - acc) * reject + (n - shown) * none
+            out.append({"version": r.policy_version, "events": n, "show_rate": shown / n,
+                        "accept_rate": acc / shown if shown else 0.0,
+                        "reward_per_request": reward / n})
+        return out
+
     def deploy_log(self, limit: int = 50) -> list[dict[str, Any]]:
         from sqlalchemy import select
 

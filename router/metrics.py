@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Metrics"]
+__all__ = ["EventMetrics", "Metrics"]
 
 
 class Metrics:
@@ -38,3 +38,34 @@ class Metrics:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class EventMetrics:
+    """Tab and loop gauges read from the event store at scrape time (a custom collector)."""
+
+    def __init__(self, events: Any) -> None:
+        self.events = events
+
+    def collect(self) -> Any:
+        from prometheus_client.core import GaugeMetricFamily
+
+        labels = ["version"]
+        show = GaugeMetricFamily("complement_tab_show_rate", "Share of requests shown",
+                                 labels=labels)
+        accept = GaugeMetricFamily("complement_tab_accept_rate", "Share of shown accepted",
+                                   labels=labels)
+        reward = GaugeMetricFamily("complement_tab_reward_per_request",
+                                   "Mean reward per labelled request", labels=labels)
+        for row in self.events.version_stats():
+            show.add_metric([row["version"]], row["show_rate"])
+            accept.add_metric([row["version"]], row["accept_rate"])
+            reward.add_metric([row["version"]], row["reward_per_request"])
+        yield from (show, accept, reward)
+        yield GaugeMetricFamily("complement_tab_events_pending_feedback",
+                                "Shown suggestions waiting for feedback",
+                                value=self.events.pending())
+        turnaround = next((d["turnaround_s"] for d in self.events.deploy_log(20)
+                           if "turnaround_s" in d), None)
+        if turnaround is not None:
+            yield GaugeMetricFamily("complement_loop_last_turnaround_seconds",
+                                    "The last loop turn, collect to swap", value=turnaround)

@@ -244,6 +244,8 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
         row.shipped = True
     row.gate_swap_s = time.monotonic() - t2
     row.turnaround_s = time.monotonic() - t0
+    events.record_deploy(str(store.deployed()), "turn", turn=t,
+                         turnaround_s=round(row.turnaround_s, 3))
     progress(f"turn {t}: {row.events} events (refused {row.off_policy_refused} off-policy), "
              f"show {row.show_rate:.3f} accept {row.accept_rate:.3f} reward "
              f"{row.reward_per_request:+.4f}; {result.reason}; turnaround "

@@ -99,6 +99,11 @@ def test_collect_train_gate_swap(served: tuple[str, Any, PolicyStore, int],
     answer = httpx.post(f"{url}/v1/tab", json={"file": text, "cursor": len(text),
                                                 "language": "python"}).json()
     assert answer["policy_version"] == v + 1
+    metrics = httpx.get(f"{url}/metrics").text
+    assert f'complement_tab_show_rate{{version="{v}"}}' in metrics
+    assert f'complement_tab_reward_per_request{{version="{v}"}}' in metrics
+    pending = float(metrics.split("complement_tab_events_pending_feedback ")[-1].split()[0])
+    assert pending == app.state.events.pending()
     log = httpx.get(f"{url}/v1/tab/versions").json()
     assert log["deployed"] == v + 1 and log["deploys"][0]["event"] == "deploy"
     # the events of v are now off-policy for v+1
