@@ -216,14 +216,21 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     deployed = store.deployed()
     assert deployed is not None
     row = Turn(turn=t, deployed=deployed)
-    have = len(events.labelled(str(deployed)))
+    have = _collected_this_turn(events, t)
     need = max(0, args.events_per_turn - have)
+    before = events.counts()["actions"]
+    if have == 0:  # a fresh turn (not a resumed one): mark where its events begin
+        events.record_deploy(str(deployed), "turn_start", turn=t, actions=before)
     progress(f"turn {t}: version {deployed} deployed; collecting {need} events "
              f"({have} already on disk)")
     pairs = _turn_pairs(pool, t, args.seed, k=len(pool))
     stats = simulate(server.url, pairs, users=args.users, max_requests=need)
     events.expire_stale()
     row.collect_s = time.monotonic() - t0
+    # every /v1/tab answer the users got was acknowledged: it must be in the store
+    row.extra = {"acknowledged": stats.requests,
+                 "stored": events.counts()["actions"] - before,
+                 "feedback_acknowledged": stats.feedback_sent}
     row.requests_per_s = stats.summary()["requests_per_s"]
     row.errors = len(stats.errors)
     t1 = time.monotonic()
@@ -251,6 +258,14 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
              f"{row.reward_per_request:+.4f}; {result.reason}; turnaround "
              f"{row.turnaround_s:.1f}s")
     return row
+
+
+def _collected_this_turn(events: EventStore, turn: int) -> int:
+    """Events already logged by an interrupted run of ``turn`` (0 for a fresh turn)."""
+    for entry in events.deploy_log(50):
+        if entry["event"] == "turn_start" and entry.get("turn") == turn:
+            return events.counts()["actions"] - int(entry["actions"])
+    return 0
 
 
 def _previous_turns(path: Path) -> list[dict[str, Any]]:
@@ -294,8 +309,11 @@ def plot_turns(turns: list[dict[str, Any]], path: Path) -> None:
         axes[2].plot(x, [t[key] for t in turns], "o-", label=label)
     axes[2].legend()
     axes[2].set_title("seconds per turn")
+    from matplotlib.ticker import MaxNLocator
+
     for ax in axes:
         ax.set_xlabel("turn")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -73,6 +73,8 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
                       Action(index=int(e.action), logprob=e.logprob, version=parent),
                       reward_of(e, reward)) for e in labelled]
     stats = policy.train_step(samples)
+    # A gate may have held back an earlier child of this parent: never reuse a number.
+    policy.version = max(policy.version, max(store.versions(), default=0) + 1)
     shown = [e for e in labelled if e.shown]
     accepted = [e for e in shown if e.outcome in ("accepted", "partial")]
     rewards = [s.reward for s in samples]

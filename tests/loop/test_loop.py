@@ -245,3 +245,33 @@ def test_killed_trainer_leaves_deployed_version_serving(tmp_path: Path, tiny_che
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert store.versions() == [v, v + 1] and store.deployed() == v
+
+
+def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkpoint: Path,
+                                                     toy_data: Path) -> None:
+    import json
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "router.cli", "loop", "--simulate", "--turns", "2",
+           "--events-per-turn", "40", "--users", "2", "--data", str(toy_data),
+           "--collect-split", "toy", "--gate-split", "toy", "--gate-pairs", "2",
+           "--checkpoint", str(tiny_checkpoint), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = json.loads((out / "loop.json").read_text())
+    assert [t["turn"] for t in log["turns"]] == [0, 1]
+    for t in log["turns"]:
+        assert t["events"] >= 40 and t["turnaround_s"] > 0
+        assert t["extra"]["acknowledged"] == t["extra"]["stored"]  # nothing lost
+    assert log["turns"][1]["off_policy_refused"] >= (40 if log["turns"][0]["shipped"] else 0)
+    assert (out / "loop.png").stat().st_size > 1000
+    status = subprocess.run([sys.executable, "-m", "router.cli", "loop", "status", "--out",
+                             str(out)], cwd=REPO, env=env, capture_output=True, text=True,
+                            timeout=120)
+    info = json.loads(status.stdout)
+    assert info["deployed"] in info["versions"] and info["lineage"][0]["version"] == info["deployed"]
+    assert len(info["last_turns"]) == 2
+    missing = subprocess.run([*cmd[:5], "--data", str(tmp_path / "nowhere")], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "not found" in missing.stderr
