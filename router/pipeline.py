@@ -247,6 +247,7 @@ class EditPipeline:
                  latency: dict[str, "LatencyModel"] | None = None,
                  index_base: Path | None = None, auto_index: bool = True,
                  model_applier: ModelApplier | None = None,
+                 index_config: Any = None,
                  progress: Callable[[str, int, int], None] | None = None) -> None:
         if not targets:
             raise BadRequest(f"route {route!r} has no targets")
@@ -257,6 +258,8 @@ class EditPipeline:
         self.index_base = index_base
         self.auto_index = auto_index
         self.model_applier = model_applier
+        self.index_config = index_config
+        """``retrieval.IndexConfig`` for indexes this pipeline builds (default: retrieval's)."""
         self.progress = progress
 
     @property
@@ -314,7 +317,7 @@ class EditPipeline:
         if req.repo:
             from starlette.concurrency import run_in_threadpool
 
-            context, found = await run_in_threadpool(self._retrieve, req, trace)
+            context, found = await run_in_threadpool(self._retrieve, req, trace, not files)
             if not files:
                 for path in found[:2]:
                     files[path] = self._read(req, path)
@@ -338,7 +341,11 @@ class EditPipeline:
         except (OSError, UnicodeDecodeError) as exc:
             raise BadRequest(f"cannot read {path!r}: {exc}", param="files") from exc
 
-    def _retrieve(self, req: EditRequest, trace: list[Step]) -> tuple[list[str], list[str]]:
+    def _retrieve(self, req: EditRequest, trace: list[Step],
+                  must: bool) -> tuple[list[str], list[str]]:
+        """Context chunks and candidate files. An unindexed repository is indexed only when
+        retrieval must choose the files (``must``): with files named, indexing a whole
+        repository would cost more than the edit."""
         from retrieval import Index
         from retrieval.specialist import index_dir_for
 
@@ -347,10 +354,10 @@ class EditPipeline:
         if not repo.is_dir():
             raise BadRequest(f"repository {str(repo)!r} is not a directory", param="repo")
         base = self.index_base or Path("~/.complement/indexes").expanduser()
-        index = Index.open(index_dir_for(base, repo))
+        index = Index.open(index_dir_for(base, repo), self.index_config)
         note = None
         if not index.chunks:
-            if not self.auto_index:
+            if not (self.auto_index and must):
                 trace.append(Step("retrieve", "skipped", latency_s=_since(started), reason=(
                     f"{repo} is not indexed; run `complement index {repo}` first "
                     "(continuing without retrieved context)")))

@@ -1,0 +1,235 @@
+"""The edit pipeline end to end against the fake frontier (scripted answers) and the replay."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from router.frontier import FrontierClient
+from router.pipeline import (
+    EditPipeline,
+    EditRequest,
+    apply_search_replace,
+    parse_blocks,
+    parse_search_replace,
+)
+from router.replay import ReplayStore, ReplayTask, install, search_replace_blocks
+from specialists.apply import make_sketch
+from tests.fakes.fake_frontier import FakeFrontier
+from tests.pipeline.conftest import AFTER, BEFORE, fenced
+
+# A block between markers that matches no line of the file: the applier cannot place it.
+UNPLACEABLE = ("# ... existing code ...\nfrobnicate_the_widget(zz)\n    zzz = qqq\n"
+               "# ... existing code ...\n")
+
+
+def run(pipeline: EditPipeline, req: EditRequest):  # type: ignore[no-untyped-def]
+    return asyncio.run(pipeline.run(req))
+
+
+def repo_with_app(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text(BEFORE)
+    return repo
+
+
+def test_sketch_is_applied_and_traced(client: FrontierClient, fake: FakeFrontier,
+                                      tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
+    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+                 EditRequest("add a docstring to greet", repo=str(repo), files=["app.py"]))
+    assert result.status == "applied" and result.format == "sketch"
+    assert result.files["app.py"] == AFTER
+    assert '+    """Say hello."""' in result.diff
+    frontier = [s for s in result.trace if s.stage == "frontier"]
+    assert len(frontier) == 1 and frontier[0].model == "fake"
+    assert frontier[0].output_tokens > 0 and frontier[0].cost_usd > 0
+    assert frontier[0].latency_kind == "measured"
+    assert [s.stage for s in result.trace] == ["retrieve", "frontier", "apply", "verify"]
+    assert result.trace[0].outcome == "skipped", "named files: an unindexed repo is not indexed"
+    assert "complement index" in (result.trace[0].reason or "")
+    assert (repo / "app.py").read_text() == BEFORE, "nothing is written without write"
+    system = fake.requests[0]["messages"][0]["content"]
+    assert "# ... existing code ..." in system, "the prompt states the marker convention"
+
+
+def test_abstain_escalates_to_search_replace(client: FrontierClient, fake: FakeFrontier) -> None:
+    fake.push(fenced(UNPLACEABLE), "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"))
+    result = run(EditPipeline(client, ["fake"]),
+                 EditRequest("add a docstring", texts={"app.py": BEFORE}))
+    assert result.status == "applied" and result.format == "search_replace"
+    assert result.files["app.py"] == AFTER
+    abstain = next(s for s in result.trace if s.stage == "apply" and s.outcome == "abstained")
+    assert abstain.format == "sketch" and "abstained" in (abstain.reason or "")
+    assert fake.requests[1]["messages"][0]["content"].count("SEARCH") >= 1
+
+
+def test_prose_only_escalates_to_whole_file(client: FrontierClient, fake: FakeFrontier) -> None:
+    fake.push("text:Sure! I would add a docstring.", "text:I cannot find it.",
+              fenced(AFTER))
+    result = run(EditPipeline(client, ["fake"]),
+                 EditRequest("add a docstring", texts={"app.py": BEFORE}))
+    assert result.status == "applied" and result.format == "whole_file"
+    assert result.files["app.py"] == AFTER
+    reasons = [s.reason for s in result.trace if s.stage == "apply" and s.outcome != "ok"]
+    assert "prose only" in (reasons[0] or "") and "SEARCH/REPLACE" in (reasons[1] or "")
+    assert result.cost_usd == pytest.approx(sum(s.cost_usd for s in result.trace))
+
+
+def test_every_step_failing_is_a_clean_result_and_writes_nothing(
+        client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    fake.push("text:no", "text:no", "text:no")
+    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+                 EditRequest("x", repo=str(repo), files=["app.py"], write=True))
+    assert result.status == "failed" and result.diff == "" and result.files == {}
+    assert "every step of the chain failed" in (result.reason or "")
+    assert (repo / "app.py").read_text() == BEFORE
+    assert sorted(p.name for p in repo.iterdir()) == ["app.py"]
+
+
+def test_write_is_atomic_and_creates_a_new_file(client: FrontierClient, fake: FakeFrontier,
+                                                tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    new = 'def helper():\n    return 1\n'
+    fake.push(fenced(new, "pkg/helpers.py"))
+    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+                 EditRequest("add a helper module", repo=str(repo), files=["pkg/helpers.py"],
+                             write=True))
+    assert result.status == "applied", result.reason
+    assert (repo / "pkg" / "helpers.py").read_text() == new
+    assert result.written == ["pkg/helpers.py"] and result.trace[-1].stage == "write"
+    assert "--- /dev/null" in result.diff
+    assert [p.name for p in (repo / "pkg").iterdir()] == ["helpers.py"], "no temp file left"
+
+
+def test_hanging_verification_times_out_and_escalates(client: FrontierClient,
+                                                      fake: FakeFrontier, tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    sketch = fenced(make_sketch(BEFORE, AFTER, "python", k=1).text)
+    fake.push(sketch, "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"), fenced(AFTER))
+    started = time.monotonic()
+    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+                 EditRequest("doc", repo=str(repo), files=["app.py"], write=True,
+                             verify_command="sleep 30", verify_timeout_s=0.3))
+    assert time.monotonic() - started < 10
+    verifies = [s for s in result.trace if s.stage == "verify"]
+    assert len(verifies) == 3 and all("timed out" in (s.reason or "") for s in verifies)
+    assert result.status == "failed"
+    assert (repo / "app.py").read_text() == BEFORE
+
+
+def test_verification_command_sees_the_merged_file(client: FrontierClient, fake: FakeFrontier,
+                                                   tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
+    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+                 EditRequest("doc", repo=str(repo), files=["app.py"],
+                             verify_command="grep -q 'Say hello' app.py"))
+    assert result.status == "applied"
+    assert next(s for s in result.trace if s.stage == "verify").outcome == "ok"
+
+
+def test_parse_regression_fails_verification(client: FrontierClient, fake: FakeFrontier) -> None:
+    broken = AFTER.replace("def add(a, b):", "def add(a, b:")
+    fake.push(fenced(broken), "text:no", fenced(AFTER))
+    result = run(EditPipeline(client, ["fake"]),
+                 EditRequest("doc", texts={"app.py": BEFORE}, strategy="whole_file"))
+    assert result.status == "failed"
+    assert "does not parse" in (result.trace[-1].reason or "")
+
+
+def test_missing_key_falls_back_to_next_target(fake: FakeFrontier) -> None:
+    from tests.pipeline.conftest import fake_config
+
+    cfg = fake_config(fake)
+    client = FrontierClient(cfg.models, cfg.frontier, cfg.env_refs)
+    fake.push(fenced(AFTER))
+    result = run(EditPipeline(client, ["keyless", "fake"]),
+                 EditRequest("doc", texts={"app.py": BEFORE}, strategy="whole_file"))
+    assert result.status == "applied" and result.model == "fake"
+    assert result.trace[0].outcome == "skipped" and "OPENAI_API_KEY" in (result.trace[0].reason or "")
+
+
+def test_provider_error_is_a_trace_entry(client: FrontierClient, fake: FakeFrontier) -> None:
+    fake.push("401")
+    result = run(EditPipeline(client, ["fake"]),
+                 EditRequest("doc", texts={"app.py": BEFORE}, strategy="sketch"))
+    assert result.status == "failed"
+    assert result.trace[0].outcome == "error" and "key" in (result.trace[0].reason or "")
+
+
+def test_replay_frontier_answers_each_format(client: FrontierClient) -> None:
+    store = ReplayStore()
+    store.add(ReplayTask("t1", "app.py", BEFORE, AFTER, "python"))
+    install(store)
+    pipeline = EditPipeline(client, ["replay"])
+    out = {}
+    for strategy in ("sketch", "search_replace", "whole_file", "cascade"):
+        result = run(pipeline, EditRequest("add a docstring", texts={"app.py": BEFORE},
+                                           strategy=strategy, replay_task="t1"))
+        assert result.status == "applied" and result.files["app.py"] == AFTER, strategy
+        assert result.mode == "replay"
+        step = result.trace[0]
+        assert step.latency_kind == "modelled" and step.cost_usd > 0
+        out[strategy] = step.output_tokens
+    assert out["whole_file"] > out["sketch"] > 0, out
+
+
+def test_replay_without_a_task_answers_prose(client: FrontierClient) -> None:
+    install(ReplayStore())
+    result = run(EditPipeline(client, ["replay"]),
+                 EditRequest("x", texts={"app.py": BEFORE}, replay_task="missing"))
+    assert result.status == "failed"
+    assert all(s.outcome != "ok" for s in result.trace if s.stage == "apply")
+
+
+def test_unindexed_repo_is_indexed_and_retrieval_picks_the_file(
+        client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
+    from retrieval import IndexConfig
+
+    repo = repo_with_app(tmp_path)
+    (repo / "other.py").write_text("def unrelated_parser(tokens):\n    return list(tokens)\n")
+    fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
+    pipeline = EditPipeline(client, ["fake"], index_base=tmp_path / "idx",
+                            index_config=IndexConfig(embedder="hash:64", min_chunk_chars=10))
+    result = run(pipeline, EditRequest("greet with a docstring: say hello", repo=str(repo)))
+    retrieve = result.trace[0]
+    assert retrieve.stage == "retrieve" and "was not indexed" in (retrieve.reason or "")
+    assert retrieve.detail["hits"], "the index answered"
+    assert result.status == "applied" and result.files["app.py"] == AFTER
+
+
+def test_unindexed_repo_without_auto_index_says_how(client: FrontierClient, fake: FakeFrontier,
+                                                     tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    pipeline = EditPipeline(client, ["fake"], index_base=tmp_path / "idx", auto_index=False)
+    result = run(pipeline, EditRequest("doc", repo=str(repo)))
+    assert result.status == "failed"
+    assert "complement index" in (result.trace[0].reason or "")
+    assert fake.requests == []
+
+
+def test_search_replace_parsing_and_matching() -> None:
+    answer = "Here you go:\napp.py\n<<<<<<< SEARCH\n    return a + b\n=======\n" \
+             "    return a - b\n>>>>>>> REPLACE\n"
+    blocks = parse_search_replace(answer)
+    assert blocks == [("app.py", "    return a + b\n", "    return a - b\n")]
+    text, why = apply_search_replace(BEFORE, blocks[0][1], blocks[0][2])
+    assert why is None and "return a - b" in (text or "")
+    assert apply_search_replace(BEFORE, "print(", "x")[1] == "SEARCH text occurs 2 times"
+    assert apply_search_replace(BEFORE, "nowhere\n", "x")[1] == "SEARCH text not found"
+    trailing = apply_search_replace(BEFORE, "def add(a, b):   \n", "def add(a, c):\n")
+    assert trailing[1] is None
+
+
+def test_fences_with_backticks_inside_round_trip() -> None:
+    from router.replay import fence
+
+    body = "x = '```'\n"
+    assert parse_blocks(fence(body, "python", "a.py")) == [("a.py", body)]
