@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import random
 import sys
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specialists.tab import baselines as B  # noqa: E402
 from specialists.tab.data import SPLIT, load_split  # noqa: E402
 from specialists.tab.features import COPILOT_FEATURES, ObserveConfig, copilot_features  # noqa: E402
-from specialists.tab.harness import ObservationCache, measure_latency, run  # noqa: E402
+from specialists.tab.harness import ObservationCache, cache_path, measure_latency, run  # noqa: E402
 from specialists.tab.replay import Session  # noqa: E402
 
 CONF_GRID = [-0.25, -0.5, -0.75, -1.0, -1.5, -2.0, -2.5, -3.0, -4.0, -6.0, float("inf")]
@@ -36,12 +37,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint", help="LM + policy directory")
-    p.add_argument("--test-per-project", type=int, default=200, help="edits per test project (0: all)")
-    p.add_argument("--dev-per-project", type=int, default=120)
-    p.add_argument("--train-per-project", type=int, default=40, help="edits per training project for (b)'s fit")
+    p.add_argument("--test-per-project", type=int, default=100, help="edits per test project (0: all)")
+    p.add_argument("--dev-per-project", type=int, default=60, help="dev edits for tuning (c), (d), (e)")
+    p.add_argument("--train-per-project", type=int, default=20, help="edits per training project for (b)'s fit")
+    p.add_argument("--cache-dir", default="runs/tab_cache", help="observation cache shared with training ('' : off)")
     p.add_argument("--latency-requests", type=int, default=300)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-log", default=None, help="train.json of `complement tab train` to plot")
     p.add_argument("--curve", default="benchmarks/tab_training_curve.png")
     p.add_argument("--out", default="benchmarks/out/tab.json")
@@ -61,6 +63,25 @@ def _fit_copilot(pairs, cache) -> B.CopilotFilter:
     if len(set(y)) < 2:  # nothing (or everything) accepted: the filter has nothing to learn
         return B.CopilotFilter(weights=[0.0] * len(COPILOT_FEATURES), bias=-10.0 if not any(y) else 10.0)
     return B.CopilotFilter.fit(X, y)
+
+
+def _warm(cache, splits: dict) -> None:
+    """Compute every observation once (the slow part: the LM), with a progress bar."""
+    from tqdm import tqdm
+
+    for name, pairs in splits.items():
+        for pair in tqdm(pairs, desc=f"features {name}", unit="edit", file=sys.stderr):
+            run([pair], lambda req, obs: None, cache)
+    cache.save()
+
+
+def _table(results: dict) -> str:
+    cols = ["requests", "show_rate", "accept_rate", "reward_per_request", "chars_saved_per_1000",
+            "p50_ms", "p99_ms"]
+    lines = ["| policy | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | " + " | ".join(str(r[c]) for c in cols) + " |")
+    return "\n".join(lines)
 
 
 def _latency_requests(pairs, n: int, seed: int):
@@ -87,11 +108,13 @@ def main(argv: list[str] | None = None) -> dict:
     lm = TabLM(ckpt, threads=args.threads).load()
     policy = TabPolicy.load(ckpt)
     full = ObserveConfig()
-    cache = ObservationCache(lm, full)
+    path = cache_path(args.cache_dir, ckpt, full, lm.context_tokens) if args.cache_dir else None
+    cache = ObservationCache(lm, full, path)
     train = load_split(args.data, "train", args.train_per_project, seed=args.seed)
     dev = load_split(args.data, "dev", args.dev_per_project, seed=args.seed)
     test = load_split(args.data, "test", args.test_per_project, seed=args.seed)
 
+    _warm(cache, {"train (b) fit": train, "dev": dev, "test": test})
     copilot = _fit_copilot(train, cache)
 
     def dev_reward(decide) -> float:
@@ -145,12 +168,14 @@ def main(argv: list[str] | None = None) -> dict:
         "copilot_weights": {k: round(v, 3) for k, v in copilot.named_weights().items() if abs(v) > 1e-3},
         "copilot_bias": round(copilot.bias, 3),
         "policy_version": policy.version, "checkpoint": str(ckpt),
-        "machine": f"{platform.machine()} {platform.processor() or ''} threads={args.threads}".strip(),
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, torch threads={args.threads}, "
+                   f"load average at end {os.getloadavg()[0]:.1f}",
         "seconds": round(time.time() - t_start, 1), "targets": targets, "policies": results,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1) + "\n")
+    print(_table(results))
     print(json.dumps(summary))
     return summary
 

@@ -10,31 +10,53 @@ training rollout share one feature pass.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from specialists.tab.data import Pair
 from specialists.tab.features import Observation, ObserveConfig, observe
 from specialists.tab.replay import Outcome, RewardConfig, Session, Suggestion, TabRequest
 
-__all__ = ["ObservationCache", "Metrics", "run", "Decider", "measure_latency"]
+__all__ = ["ObservationCache", "Metrics", "run", "Decider", "measure_latency", "cache_path", "pair_key"]
 
 Decider = Callable[[TabRequest, Observation], Suggestion | None]
 
 
 class ObservationCache:
-    """Observations by state: (pair, cursor, file). The LM is frozen while a cache lives."""
+    """Observations by state: (pair, cursor, file). The LM is frozen while a cache lives.
 
-    def __init__(self, lm: Any = None, config: ObserveConfig | None = None) -> None:
+    ``path`` keeps the cache on disk between runs (training and the benchmark share one);
+    its name should identify the LM checkpoint and the observation settings.
+    """
+
+    def __init__(self, lm: Any = None, config: ObserveConfig | None = None,
+                 path: str | Path | None = None) -> None:
         self.lm = lm
         self.config = config or ObserveConfig()
+        self.path = Path(path) if path else None
         self._store: dict[tuple, Observation] = {}
         self.hits = 0
         self.misses = 0
+        if self.path is not None and self.path.exists():
+            with open(self.path, "rb") as fh:
+                self._store = pickle.load(fh)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            pickle.dump(self._store, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(self.path)
 
     def get(self, pair_key: str, req: TabRequest) -> Observation:
-        key = (pair_key, req.cursor, len(req.file), hash(req.file))
+        digest = hashlib.blake2b(req.file.encode("utf-8", "surrogatepass"), digest_size=12).digest()
+        key = (pair_key, req.cursor, digest)
         obs = self._store.get(key)
         if obs is None:
             self.misses += 1
@@ -46,6 +68,18 @@ class ObservationCache:
 
     def __len__(self) -> int:
         return len(self._store)
+
+
+def cache_path(cache_dir: str | Path, checkpoint: str | Path | None, config: ObserveConfig,
+               context_tokens: int = 0) -> Path:
+    """A cache file named for the LM's weights and the observation settings."""
+    h = hashlib.blake2b(repr((config, context_tokens)).encode(), digest_size=8)
+    if checkpoint:
+        weights = sorted(Path(checkpoint).glob("*.safetensors"))
+        for w in weights:
+            if w.name.startswith("model"):
+                h.update(w.read_bytes())
+    return Path(cache_dir) / f"obs-{h.hexdigest()}.pkl"
 
 
 def pair_key(pair: Pair) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from specialists.tab.data import load_split
 from specialists.tab.features import ObserveConfig
-from specialists.tab.harness import Metrics, ObservationCache, run
+from specialists.tab.harness import Metrics, ObservationCache, cache_path, run
 from specialists.tab.policy import PolicyConfig, Sample, TabPolicy
 from specialists.tab.replay import RewardConfig
 
@@ -44,9 +44,9 @@ class Args:
     """Projects to train on: a split of ``data.SPLIT`` or one project's name."""
     dev_split: str = "dev"
     """Projects that pick the best version (never the test split)."""
-    train_per_project: int = 80
+    train_per_project: int = 40
     """Edits sampled per training project (0: all)."""
-    dev_per_project: int = 120
+    dev_per_project: int = 60
     """Edits of the dev project used to pick the best version (0: all)."""
     updates: int = 300
     pairs_per_update: int = 16
@@ -64,7 +64,9 @@ class Args:
     eval_every: int = 20
     seed: int = 0
     threads: int = 1
-    context_tokens: int = 128
+    context_tokens: int = 64
+    cache_dir: str = "runs/tab_cache"
+    """Keep observations (candidates, LM features) on disk, shared with the benchmark; empty: off."""
     quiet: bool = False
 
 
@@ -87,7 +89,9 @@ def train(args: Args) -> dict[str, Any]:
         from specialists.tab.lm import TabLM
 
         lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=args.threads).load()
-    cache = ObservationCache(lm, ObserveConfig(use_lm=lm is not None))
+    config = ObserveConfig(use_lm=lm is not None)
+    path = cache_path(args.cache_dir, args.checkpoint, config, args.context_tokens) if args.cache_dir else None
+    cache = ObservationCache(lm, config, path)
     train_pairs = load_split(args.data, args.train_split, args.train_per_project, seed=args.seed)
     dev_pairs = load_split(args.data, args.dev_split, args.dev_per_project, seed=args.seed)
     train_reward = RewardConfig(args.reward_accept, args.reward_reject, args.reward_none, args.reward_per_char)
@@ -102,6 +106,8 @@ def train(args: Args) -> dict[str, Any]:
                                     normalize_advantages=args.normalize_advantages), seed=args.seed)
     policy.fit_normalizer(seen)
     del seen
+    run(dev_pairs, lambda req, obs: None, cache)
+    cache.save()
     _log(args, {"tab/cache": len(cache), "tab/feature_seconds": round(time.time() - t0, 1)})
 
     curve: list[dict[str, Any]] = []
@@ -137,6 +143,7 @@ def train(args: Args) -> dict[str, Any]:
         curve.append(row)
         _log(args, row)
 
+    cache.save()
     summary = {"args": asdict(args), "best": best, "cache": len(cache),
                "minutes": round((time.time() - t0) / 60, 2), "curve": curve}
     (out / "train.json").write_text(json.dumps(summary, indent=1) + "\n")

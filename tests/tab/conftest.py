@@ -42,5 +42,5 @@ def tiny_checkpoint(tmp_path_factory, toy_data) -> Path:
                           n_positions=96, batch_size=4, max_steps=3, minutes=5, eval_every=2, threads=1))
     train(Args(data=str(toy_data), checkpoint=str(out), out=str(out), train_split="toy", dev_split="toy",
                train_per_project=0, dev_per_project=0, updates=4, pairs_per_update=3, eval_every=2,
-               context_tokens=48, quiet=True))
+               context_tokens=48, cache_dir="", quiet=True))
     return out

@@ -60,12 +60,28 @@ def test_policy_training_smoke(tiny_checkpoint) -> None:
     assert TabPolicy.load(tiny_checkpoint).config.hidden_size == 32
 
 
+def test_observation_cache_round_trip(toy_data, tmp_path) -> None:
+    from specialists.tab.data import load_split
+    from specialists.tab.harness import ObservationCache, run
+
+    pairs = load_split(toy_data, "toy")
+    first = ObservationCache(None, path=tmp_path / "c.pkl")
+    m1 = run(pairs, lambda req, obs: obs.suggestion(0) if len(obs.rows) else None, first)
+    first.save()
+    second = ObservationCache(None, path=tmp_path / "c.pkl")
+    assert len(second) == len(first) > 0
+    m2 = run(pairs, lambda req, obs: obs.suggestion(0) if len(obs.rows) else None, second)
+    assert second.misses == 0
+    assert (m1.requests, m1.shown, m1.accepted, m1.chars_saved) == (m2.requests, m2.shown, m2.accepted, m2.chars_saved)
+
+
 def test_train_without_lm(toy_data, tmp_path) -> None:
     from specialists.tab.train import Args, train
 
     summary = train(Args(data=str(toy_data), checkpoint="", out=str(tmp_path), train_split="toy",
                          dev_split="toy", train_per_project=0, dev_per_project=0, updates=2,
-                         pairs_per_update=2, eval_every=1, quiet=True))
+                         pairs_per_update=2, eval_every=1, cache_dir="", quiet=True))
     assert summary["best"]["requests"] > 0
     with pytest.raises(Exception):
-        train(Args(data=str(toy_data), checkpoint="", out=str(tmp_path), train_split="nope", quiet=True))
+        train(Args(data=str(toy_data), checkpoint="", out=str(tmp_path), train_split="nope", cache_dir="",
+                   quiet=True))
