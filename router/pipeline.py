@@ -518,9 +518,91 @@ def _merge_answer(fmt: str, answer: str, files: dict[str, str]
         res = apply_sketch(original, body, path=path)
         if not res.applied:
             return None, f"{path}: the applier abstained: {res.reason}", {"span": res.span}
+        invented = _invented_lines(original, res.merged or "", body)
+        if invented:
+            return None, (f"{path}: the merge added {len(invented)} line(s) the sketch does not "
+                          f"contain, e.g. {invented[0]!r}"), {"invented": invented[:5]}
+        unexplained = _unexplained_deletion(original, res.merged or "", body)
+        if unexplained:
+            return None, f"{path}: {unexplained}", {}
         merged[path] = res.merged or ""
     new = [p for p in merged if p not in files or not files[p]]
     return merged, None, {"new_files": new} if new else {}
+
+
+def _invented_lines(original: str, merged: str, sketch: str) -> list[str]:
+    """Lines the merge added that the sketch never wrote (as a multiset, blank lines and
+    trailing whitespace aside). A merge may only move the model's lines into place; one
+    that re-indents or duplicates code has guessed, and the cascade should escalate."""
+    import difflib
+    from collections import Counter
+
+    a, b = original.splitlines(), merged.splitlines()
+    added: Counter[str] = Counter()
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag in ("replace", "insert"):
+            added.update(line.rstrip() for line in b[j1:j2] if line.strip())
+    have = Counter(line.rstrip() for line in sketch.splitlines() if line.strip())
+    return sorted((added - have).elements())
+
+
+def _unexplained_deletion(original: str, merged: str, sketch: str) -> str | None:
+    """A deleted run the sketch does not show. A sketch deletes code by writing the lines
+    around it next to each other, or by a ``remove`` comment naming or quoting it. When the
+    merge deleted a run that neither explains, the applier guessed."""
+    import difflib
+
+    from specialists.apply.markers import LineKind, classify
+
+    keys = [line.strip() for line in sketch.splitlines()]
+    classes = [classify(k) if k else (LineKind.CODE, None) for k in keys]
+    kinds = [c[0] for c in classes]
+    removes = [c[1] for c in classes if c[0] == LineKind.REMOVE and c[1] is not None]
+    a, b = original.splitlines(), merged.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag not in ("delete", "replace"):
+            continue
+        prev = next((a[i].strip() for i in range(i1 - 1, -1, -1) if a[i].strip()), None)
+        nxt = next((a[i].strip() for i in range(i2, len(a)) if a[i].strip()), None)
+        if prev is None or nxt is None:
+            continue
+        new = [ln.strip() for ln in b[j1:j2] if ln.strip()]
+        adjacent = lambda x, y: _adjacent_in_sketch(keys, kinds, x, y, LineKind.MARKER)  # noqa: E731
+        if not new and adjacent(prev, nxt):
+            continue
+        if new:  # a replacement: the new lines stand where the old ones were
+            left, right = adjacent(prev, new[0]), adjacent(new[-1], nxt)
+            if (left and right) or ((left or right) and i2 - i1 <= j2 - j1 + 2):
+                continue
+        if any(_names_run(info, a[i1:i2]) for info in removes):
+            continue
+        return (f"the merge deleted lines {i1 + 1}-{i2} though the sketch neither shows "
+                f"{prev[:40]!r} next to {nxt[:40]!r} nor names them in a remove comment")
+    return None
+
+
+def _names_run(info: Any, run: list[str]) -> bool:
+    """Does a remove comment (its quotes or its name) point into the deleted run?"""
+    lines = [ln.strip() for ln in run if ln.strip()]
+    if not lines:
+        return True
+    if any(q.strip() in (lines[0], lines[-1]) for q in info.remove_quotes):
+        return True
+    name = info.remove_name
+    return bool(name) and any(re.search(rf"\b{re.escape(name)}\b", ln) for ln in lines[:3])
+
+
+def _adjacent_in_sketch(keys: list[str], kinds: list[Any], prev: str, nxt: str,
+                        marker: Any) -> bool:
+    for p, key in enumerate(keys):
+        if key != prev:
+            continue
+        for q in range(p + 1, len(keys)):
+            if kinds[q] == marker:
+                break
+            if keys[q] == nxt:
+                return True
+    return False
 
 
 def _merge_search_replace(answer: str, files: dict[str, str]

@@ -98,19 +98,24 @@ def fence(text: str, language: str | None = None, path: str | None = None) -> st
 
 
 def search_replace_blocks(before: str, after: str, path: str) -> str:
-    """SEARCH/REPLACE blocks turning ``before`` into ``after``; each SEARCH occurs once."""
+    """SEARCH/REPLACE blocks turning ``before`` into ``after``. Blocks apply in order, so
+    each SEARCH is grown until it occurs once in the text as the earlier blocks left it."""
     b = before.splitlines(keepends=True)
     a = after.splitlines(keepends=True)
     ops = [op for op in difflib.SequenceMatcher(None, b, a, autojunk=False).get_opcodes()
            if op[0] != "equal"]
-    groups = _merge_close(ops, gap=3)
     out = []
-    for i1, i2, j1, j2 in groups:
-        lo, hi = _unique_window(b, i1, i2)
+    done = ""  # the text before the current block, as the earlier blocks left it
+    pos = 0  # lines of ``before`` consumed into ``done``
+    for i1, i2, j1, j2 in _merge_close(ops, gap=3):
+        current = done + "".join(b[pos:])
+        lo, hi = _unique_window(b, i1, i2, pos, lambda w: current.count(w) == 1)
         search = "".join(b[lo:hi])
         replace = "".join(b[lo:i1]) + "".join(a[j1:j2]) + "".join(b[i2:hi])
         out.append(f"{path}\n<<<<<<< SEARCH\n{_nl(search)}=======\n{_nl(replace)}"
                    ">>>>>>> REPLACE\n")
+        done += "".join(b[pos:lo]) + replace
+        pos = hi
     return "\n".join(out)
 
 
@@ -129,17 +134,18 @@ def _merge_close(ops: list[tuple[str, int, int, int, int]],
     return [(g[0], g[1], g[2], g[3]) for g in groups]
 
 
-def _unique_window(b: list[str], i1: int, i2: int) -> tuple[int, int]:
-    """Grow context around before[i1:i2] (at least one line each side) until unique."""
-    text = "".join(b)
-    lo, hi = max(0, i1 - 1), min(len(b), i2 + 1)
+def _unique_window(b: list[str], i1: int, i2: int, floor: int,
+                   unique: Any) -> tuple[int, int]:
+    """Grow context around before[i1:i2] (one line each side at least, never above
+    ``floor``: those lines belong to an earlier block) until ``unique(window)``."""
+    lo, hi = max(floor, i1 - 1), min(len(b), i2 + 1)
     while True:
         window = "".join(b[lo:hi])
-        if window.strip() and text.count(window) == 1:
+        if window.strip() and unique(window):
             return lo, hi
-        if lo == 0 and hi == len(b):
+        if lo == floor and hi == len(b):
             return lo, hi
-        lo, hi = max(0, lo - 1), min(len(b), hi + 1)
+        lo, hi = max(floor, lo - 1), min(len(b), hi + 1)
 
 
 def render_answer(task: ReplayTask, fmt: str, sketch_k: int = 3) -> str:
@@ -157,23 +163,19 @@ def render_answer(task: ReplayTask, fmt: str, sketch_k: int = 3) -> str:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens of ``text`` in cl100k (litellm's bundled tokenizer: no download)."""
-    from router.frontier import litellm_module
-
-    litellm_module()  # points tiktoken at litellm's bundled encodings
+    """Tokens of ``text`` in cl100k, from litellm's bundled tokenizer files (no download)."""
     return len(_encoding().encode(text, disallowed_special=()))
 
 
-_ENCODING: Any = None
-
-
 def _encoding() -> Any:
-    global _ENCODING  # a tokenizer table, loaded once; no state a test would replace
-    if _ENCODING is None:
-        import tiktoken
+    from router.frontier import litellm_module
 
-        _ENCODING = tiktoken.get_encoding("cl100k_base")
-    return _ENCODING
+    litellm_module()  # offline settings first
+    # Importing this module points tiktoken at litellm's bundled files (TIKTOKEN_CACHE_DIR)
+    # and loads cl100k once; tiktoken alone would try to download it.
+    from litellm.litellm_core_utils.default_encoding import encoding
+
+    return encoding
 
 
 def _messages_text(messages: list[dict[str, Any]]) -> str:

@@ -97,7 +97,7 @@ def _rows_table(routes: dict[str, dict[str, Any]]) -> str:
 def _notes(run: dict[str, Any]) -> str:
     notes = list(run.get("notes", []))
     modes = {s.get("mode") for s in run["summary"]["routes"].values()}
-    if "replay" in modes:
+    if "replay" in modes and run.get("kind") == "edit":
         notes.insert(0, REPLAY_NOTE)
     return "\n".join(f"note: {n}" for n in notes)
 
@@ -201,7 +201,7 @@ def html_report(run: dict[str, Any]) -> str:
              f"<p>{run.get('n_tasks', '?')} tasks; created {html.escape(str(run.get('created', '')))}"
              f"; command: <code>{html.escape(str(run.get('command', '')))}</code></p>"]
     modes = {s.get("mode") for s in run["summary"]["routes"].values()}
-    if "replay" in modes:
+    if "replay" in modes and run.get("kind") == "edit":
         parts.append(f"<p class=note><b>{html.escape(REPLAY_NOTE)}</b></p>")
     for n in run.get("notes", []):
         parts.append(f"<p class=note>{html.escape(n)}</p>")
