@@ -107,39 +107,45 @@ def main(argv: list[str] | None = None) -> dict:
     ckpt = Path(args.checkpoint)
     lm = TabLM(ckpt, threads=args.threads).load()
     policy = TabPolicy.load(ckpt)
-    full = ObserveConfig()
-    path = cache_path(args.cache_dir, ckpt, full, lm.context_tokens) if args.cache_dir else None
-    cache = ObservationCache(lm, full, path)
+    full = ObserveConfig()  # what the RL policy sees
+    lm_only = ObserveConfig(copy=False, lm_generate="always")  # what (a), (b), (c), (e) see
+
+    def make_cache(cfg: ObserveConfig) -> ObservationCache:
+        path = cache_path(args.cache_dir, ckpt, cfg, lm.context_tokens) if args.cache_dir else None
+        return ObservationCache(lm, cfg, path)
+
+    cache, cache_lm = make_cache(full), make_cache(lm_only)
     train = load_split(args.data, "train", args.train_per_project, seed=args.seed)
     dev = load_split(args.data, "dev", args.dev_per_project, seed=args.seed)
     test = load_split(args.data, "test", args.test_per_project, seed=args.seed)
 
-    _warm(cache, {"train (b) fit": train, "dev": dev, "test": test})
-    copilot = _fit_copilot(train, cache)
+    _warm(cache, {"dev": dev, "test": test})
+    _warm(cache_lm, {"LM-only train (b) fit": train, "LM-only dev": dev, "LM-only test": test})
+    copilot = _fit_copilot(train, cache_lm)
 
-    def dev_reward(decide) -> float:
-        return run(dev, decide, cache).summary()["reward_per_request"]
+    def dev_reward(decide, c=cache_lm) -> float:
+        return run(dev, decide, c).summary()["reward_per_request"]
 
     tau_c, _ = B.tune(CONF_GRID, B.confidence, dev_reward)
-    min_m, _ = B.tune(COPY_GRID, B.copy_min_match, dev_reward)
+    min_m, _ = B.tune(COPY_GRID, B.copy_min_match, lambda d: dev_reward(d, cache))
     tau_e, _ = B.tune(TRUNC_GRID, B.truncate, dev_reward)
 
     def rl(req, obs):
         return policy.act(obs, sample=False).suggestion
 
-    deciders = {
-        "always": (B.always, ObserveConfig(copy=False)),
-        "copilot_filter": (copilot, ObserveConfig(copy=False)),
-        "confidence": (B.confidence(tau_c), ObserveConfig(copy=False)),
-        "copy": (B.copy_min_match(min_m), ObserveConfig(use_lm=False)),
-        "truncate": (B.truncate(tau_e), ObserveConfig(copy=False)),
-        "rl": (rl, full),
-        "always_ensemble": (B.always_ensemble, full),
+    deciders = {  # name: (decider, the observations it is scored on, what its latency runs)
+        "always": (B.always, cache_lm, lm_only),
+        "copilot_filter": (copilot, cache_lm, lm_only),
+        "confidence": (B.confidence(tau_c), cache_lm, lm_only),
+        "copy": (B.copy_min_match(min_m), cache, ObserveConfig(use_lm=False)),
+        "truncate": (B.truncate(tau_e), cache_lm, lm_only),
+        "rl": (rl, cache, full),
+        "always_ensemble": (B.always_ensemble, cache, full),
     }
     lat_reqs = _latency_requests(test, args.latency_requests, args.seed)
     results = {}
-    for name, (decide, cfg) in deciders.items():
-        m = run(test, decide, cache)
+    for name, (decide, observations, cfg) in deciders.items():
+        m = run(test, decide, observations)
         m.latencies_ms = measure_latency(lat_reqs, decide, lm if cfg.use_lm else None, cfg)
         results[name] = m.summary()
         print(json.dumps({name: results[name]}), file=sys.stderr, flush=True)

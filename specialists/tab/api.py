@@ -39,6 +39,8 @@ class TabBody(BaseModel):
     path: str = ""
     recent_edits: list[Union[TabEdit, str]] = Field(default_factory=list, max_length=64,
                                                     description="The last edits, as {old, new} or diff text.")
+    open_files: list[str] = Field(default_factory=list, max_length=32,
+                                  description="Other open files' texts: a context-copy source.")
     seconds_since_last: float | None = Field(default=None, ge=0)
     last_outcome: Literal["accepted", "rejected", "none"] | None = None
     request_id: str | None = Field(default=None, max_length=200)

@@ -113,12 +113,15 @@ class _HFModel:
 
     def forward(self, ids: Any, past: Any) -> tuple[Any, Any]:
         import copy
+        import warnings
 
         if past is not None:  # transformers' caches grow in place: keep the caller's intact
             past = copy.deepcopy(past)
             if ids.shape[0] > 1:
                 past.batch_repeat_interleave(ids.shape[0])
-        out = self.model(input_ids=ids, past_key_values=past, use_cache=True, output_hidden_states=True)
+        with warnings.catch_warnings():  # newer releases rename the argument; both accept it
+            warnings.simplefilter("ignore", FutureWarning)
+            out = self.model(input_ids=ids, past_key_values=past, use_cache=True, output_hidden_states=True)
         return out.hidden_states[-1], out.past_key_values
 
     def logits(self, hidden: Any) -> Any:
@@ -144,7 +147,10 @@ class TabLM:
         import torch
         from tokenizers import Tokenizer
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.set_verbosity_error()  # no config chatter or progress bars in a server log
+        hf_logging.disable_progress_bar()
         if self.threads:
             torch.set_num_threads(self.threads)
         self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))

@@ -149,6 +149,14 @@ class TabSpecialist(Specialist):
                          last_outcome=outcome, request_id=str(request.get("request_id") or uuid.uuid4().hex))
         return req, lo
 
+    @staticmethod
+    def _open_files(request: Mapping[str, Any]) -> list[str]:
+        """Other open files, a copy source: at most 8, the first 16,000 characters of each."""
+        files = request.get("open_files") or []
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise SpecialistError("'open_files' must be a list of file texts")
+        return [_clean(f, 16_000) for f in files[:8]]
+
     def _stale(self, request: Mapping[str, Any]) -> bool:
         session, seq = request.get("session"), request.get("seq")
         return session is not None and seq is not None and self._latest.get(str(session), -1) > int(seq)
@@ -177,7 +185,7 @@ class TabSpecialist(Specialist):
                                      cancelled=True)
             from specialists.tab.features import observe
 
-            obs = observe(req, self.lm, self.observe_config)
+            obs = observe(req, self.lm, self.observe_config, open_files=self._open_files(request))
             action = self.policy.act(obs, sample=self.sample)
         meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
                     prob_show=round(action.prob_show, 4), action=action.index)

@@ -93,6 +93,15 @@ def test_unknown_language_and_huge_file(client) -> None:
         assert s["range"]["start"] >= len(huge) - 24_000
 
 
+def test_open_files_are_a_copy_source(spec) -> None:
+    other = "def volume(w, h, d):\n    return w * h * d  # from the other file\n"
+    file = "x = 1\n\n\ndef volume(w, h, d):\n    return w * h"
+    res = spec.answer({"file": file, "cursor": len(file), "open_files": [other]})
+    assert res.meta["policy_version"] >= 0
+    with pytest.raises(Exception):
+        spec.answer({"file": file, "cursor": 0, "open_files": "not a list"})
+
+
 def test_stale_request_is_cancelled(spec) -> None:
     fresh = spec.answer({"file": FILE, "cursor": len(FILE), "session": "doc1", "seq": 5})
     assert not fresh.meta.get("cancelled")

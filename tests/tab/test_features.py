@@ -139,3 +139,10 @@ def test_copy_baseline_threshold() -> None:
     c = Candidate(text="x + 1\nmore", source="file", start=5, end=5, match_len=10)
     assert copy_min_match(8)(None, _obs_with([c])).text == "x + 1"
     assert copy_min_match(16)(None, _obs_with([c])) is None
+
+
+def test_open_files_feed_context_copy() -> None:
+    other = "def volume(w, h, d):\n    return w * h * d  # elsewhere\n"
+    file = "x = 1\n\n\ndef volume(w, h, d):\n    return w * h"
+    obs = observe(TabRequest(file=file, cursor=len(file), language="python"), open_files=[other])
+    assert any(c.source == "open_file" and c.text.startswith(" * d") for c in obs.candidates)

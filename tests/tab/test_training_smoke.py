@@ -85,3 +85,22 @@ def test_train_without_lm(toy_data, tmp_path) -> None:
     with pytest.raises(Exception):
         train(Args(data=str(toy_data), checkpoint="", out=str(tmp_path), train_split="nope", cache_dir="",
                    quiet=True))
+
+
+def test_generic_transformers_path_agrees(tiny_checkpoint) -> None:
+    """Any AutoModelForCausalLM goes through transformers; on GPT-2 it must match the fast path."""
+    from specialists.tab.lm import TabLM, _HFModel
+
+    fast = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()
+    slow = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()
+    slow.net = _HFModel(slow.model)
+    left = "def area(w, h):\n    return "
+    a = [Candidate(text="w * h\n", source="file", start=0, end=0)]
+    b = [Candidate(text="w * h\n", source="file", start=0, end=0)]
+    out_fast, out_slow = fast.analyze(left, a), slow.analyze(left, b)
+    assert a[0].token_ends == b[0].token_ends
+    assert a[0].token_logprobs == pytest.approx(b[0].token_logprobs, abs=1e-3)
+    assert out_fast.hidden == pytest.approx(out_slow.hidden, abs=1e-3)
+    assert (out_fast.lm_candidate is None) == (out_slow.lm_candidate is None)
+    if out_fast.lm_candidate is not None:
+        assert out_fast.lm_candidate.text == out_slow.lm_candidate.text
