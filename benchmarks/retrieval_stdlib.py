@@ -203,9 +203,9 @@ def timed_refresh(index: Index, root: Path, files: list[str], tag: str) -> float
 def sweep(index: Index, queries: list[Query]) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     saved = (index.config.fusion, index.config.dense_weight)
-    for fusion in ("linear", "rrf"):
+    for fusion, weights in (("linear", (0.2, 0.3, 0.4, 0.5, 0.6)), ("rrf", (0.3, 0.5))):
         index.config.fusion = fusion
-        for w in (0.0, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0):
+        for w in weights:
             index.config.dense_weight = w
             out[f"{fusion}@{w}"] = evaluate(index, queries, ("hybrid",))["hybrid"]
     index.config.fusion, index.config.dense_weight = saved
@@ -228,6 +228,7 @@ def commit_task(data: Path, config: IndexConfig, embedder, workdir: Path) -> dic
         cfg = IndexConfig(**{**config.__dict__, "use_gitignore": False})
         index = Index(workdir / (root.name + ".index"), cfg, embedder)
         index.refresh(root)
+        note(f"commits: {root.name}")
         per_mode = {}
         for mode in MODES:
             acc = {1: 0, 5: 0, 10: 0}
@@ -290,6 +291,10 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
+def note(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def run_named(args, config: IndexConfig, embedder, files: list[Path], work: Path) -> dict:
     corpus = work / "named"
     queries = build_corpus(args.corpus, corpus, files, mask=False)
@@ -297,6 +302,7 @@ def run_named(args, config: IndexConfig, embedder, files: list[Path], work: Path
     t = time.perf_counter()
     stats = index.refresh(corpus)
     build_s = time.perf_counter() - t
+    note(f"built {stats.chunks_total} chunks in {build_s:.1f} s; evaluating")
     res = evaluate(index, queries)
     out: dict = {
         "chunks": stats.chunks_total, "queries": sum(q.path in {c.path for c in index.chunks} for q in queries),
@@ -310,6 +316,7 @@ def run_named(args, config: IndexConfig, embedder, files: list[Path], work: Path
     p50, p95 = latency(index, queries)
     out["query_p50_ms"], out["query_p95_ms"] = round(p50, 2), round(p95, 2)
     if args.sweep:
+        note("fusion sweep")
         out["sweep"] = {k: round(v["mrr10"], 4) for k, v in sweep(index, queries).items()}
     if not args.no_refresh:
         rels = sorted({c.path for c in index.chunks})
@@ -323,6 +330,7 @@ def run_masked(args, config: IndexConfig, embedder, files: list[Path], work: Pat
     corpus = work / "masked"
     queries = build_corpus(args.corpus, corpus, files, mask=True)
     index = Index(work / "masked.index", config, embedder)
+    note("masked run")
     index.refresh(corpus)
     res = evaluate(index, queries)
     return {"mrr10": {m: round(res[m]["mrr10"], 4) for m in MODES},

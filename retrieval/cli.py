@@ -138,13 +138,14 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="retrieval_command", required=True)
     f = sub.add_parser("finetune", help="contrastive fine-tune of the embedder on "
                                         "(docstring, code) pairs from site-packages")
-    f.add_argument("--base", default="static", help="static (default), minilm or a directory")
+    f.add_argument("--base", default="static-base",
+                   help="static-base (default: MiniLM distilled), minilm or a directory")
     f.add_argument("--out", default=None, help="output directory (default "
                                                "$COMPLEMENT_HOME/models/static-ft)")
     f.add_argument("--roots", nargs="*", default=None, help="source trees to mine pairs from")
     f.add_argument("--max-pairs", type=int, default=60_000)
     f.add_argument("--epochs", type=float, default=3.0)
-    f.add_argument("--max-seconds", type=float, default=600.0, help="training time budget")
+    f.add_argument("--max-seconds", type=float, default=240.0, help="training time budget")
     f.add_argument("--batch-size", type=int, default=256)
     f.add_argument("--lr", type=float, default=3e-3)
     f.set_defaults(func=cmd_finetune)

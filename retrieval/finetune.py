@@ -32,19 +32,21 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Args:
-    base: str = "static"
-    """embedder to start from: ``static``, ``minilm`` or a model directory"""
+    base: str = "static-base"
+    """embedder to start from: ``static-base`` (distilled MiniLM), ``minilm`` or a directory"""
     out: Path = field(default_factory=lambda: data_home() / "models" / "static-ft")
     """where the fine-tuned model is written (a directory; replaced atomically)"""
     roots: list[Path] | None = None
     """source trees to mine pairs from (default: site-packages)"""
+    exclude: tuple[str, ...] = ("sklearn", "networkx")
+    """top-level packages kept out of training: the fusion weight is tuned on them"""
     max_pairs: int = 60_000
     """pairs sampled for training (after decontamination)"""
     dev_pairs: int = 1_000
     """pairs held out to report MRR@10 before and after (1,000-candidate pool)"""
     epochs: float = 3.0
     """passes over the training pairs"""
-    max_seconds: float = 600.0
+    max_seconds: float = 240.0
     """wall-clock budget for the optimisation loop"""
     batch_size: int = 256
     """in-batch negatives: each query sees batch_size - 1 wrong functions"""
@@ -81,7 +83,7 @@ def _stdlib_queries() -> set[str]:
 
 
 def load_pairs(args: Args) -> tuple[list[tuple[str, str]], list[tuple[str, str]], dict[str, int]]:
-    pairs = list(iter_pairs(args.roots, max_pairs=10**7))
+    pairs = list(iter_pairs(args.roots, max_pairs=10**7, exclude=args.exclude))
     info = {"mined": len(pairs)}
     if args.decontaminate:
         banned = _stdlib_queries()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from retrieval.chunker import Chunk, Chunker
 from retrieval.files import FileFilter, decode_source, scan
 from retrieval.fusion import linear_fusion, rrf_fusion
-from retrieval.lexical import BM25Index, split_identifier, tokenize
+from retrieval.lexical import BM25Index, Vocabulary, split_identifier, tokenize
 from retrieval.merkle import FileState, Tree, diff_trees, hash_bytes
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT_VERSION", "Filters", "Hit", "Index", "IndexConfig", "RefreshStats"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -66,7 +66,7 @@ class IndexConfig:
     #: ``linear`` (min-max normalised score mix) or ``rrf``
     fusion: str = "linear"
     #: weight of the dense retriever in the fusion, tuned on site-packages (BENCHMARKS.md)
-    dense_weight: float = 0.5
+    dense_weight: float = 0.4
     rrf_k: int = 60
     #: candidates taken from each retriever before fusing
     candidates: int = 100
@@ -154,7 +154,9 @@ class Index:
         self.repo: str | None = None
         self.chunks: list[Chunk] = []
         self.hashes: list[str] = []
-        self.tokens: list[list[str]] = []
+        self.vocab = Vocabulary()
+        self.terms: list[tuple["np.ndarray", "np.ndarray"]] = []  # BM25 (term ids, counts)
+        self._lines: list[str] = []  # each chunk's stored JSON line, so a save re-encodes none
         self.vectors: "np.ndarray | None" = None
         self.tree = Tree()
         self.file_skips: dict[str, str] = {}  # path -> reason, for files read but not indexed
@@ -187,7 +189,8 @@ class Index:
         return self._embedder
 
     def _reset(self) -> None:
-        self.repo, self.chunks, self.hashes, self.tokens = None, [], [], []
+        self.repo, self.chunks, self.hashes, self.terms, self._lines = None, [], [], [], []
+        self.vocab = Vocabulary()
         self.vectors, self.tree, self.file_skips, self.scan_skips = None, Tree(), {}, {}
         self._bm25 = self._faiss = None
 
@@ -227,17 +230,25 @@ class Index:
             raise IndexCorrupt(f"built with embedder {meta.get('embedder')!r}, configured "
                                f"{self.embedder.name!r}")
         try:
-            rows = [json.loads(line) for line in (gen / "chunks.jsonl").read_text().splitlines()]
+            lines = (gen / "chunks.jsonl").read_text().splitlines()
+            rows = [json.loads(line) for line in lines]
             vectors = np.load(gen / "vectors.npy")
             tree = Tree.from_json(json.loads((gen / "tree.json").read_text()))
+            vocab = Vocabulary(json.loads((gen / "vocab.json").read_text()))
+            with np.load(gen / "terms.npz") as z:
+                ids, counts, offsets = z["ids"], z["counts"], z["offsets"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise IndexCorrupt(f"unreadable: {exc}") from exc
+        if len(offsets) != len(rows) + 1:
+            raise IndexCorrupt("term table does not match the chunks")
         if vectors.shape != (len(rows), self.embedder.dim) and len(rows):
             raise IndexCorrupt(f"vectors shape {vectors.shape} does not match "
                                f"{len(rows)} chunks x {self.embedder.dim}")
         self.chunks = [Chunk.from_dict(r["chunk"]) for r in rows]
         self.hashes = [r["hash"] for r in rows]
-        self.tokens = [r["tokens"].split() for r in rows]
+        self.terms = [(ids[a:b], counts[a:b]) for a, b in zip(offsets[:-1], offsets[1:])]
+        self.vocab = vocab
+        self._lines = lines
         self.vectors = vectors.astype(np.float32) if len(rows) else None
         self.tree = tree
         self.repo = meta.get("repo")
@@ -351,15 +362,18 @@ class Index:
         fresh_row = {h: i for i, h in enumerate(todo)}
         dim = self.embedder.dim
         old = self.vectors if self.vectors is not None else np.zeros((0, dim), np.float32)
-        rows = [old[i] for i in keep]
-        for h in new_hashes:
-            rows.append(old[by_hash[h]] if h in by_hash else fresh[fresh_row[h]])
+        added = [old[by_hash[h]] if h in by_hash else fresh[fresh_row[h]] for h in new_hashes]
+        kept = old[np.asarray(keep, dtype=np.int64)]
         stats.chunks_embedded = len(todo)
         stats.chunks_reused = len(new_chunks) - len(todo)
         self.chunks = [self.chunks[i] for i in keep] + new_chunks
         self.hashes = [self.hashes[i] for i in keep] + new_hashes
-        self.tokens = [self.tokens[i] for i in keep] + [self._doc_tokens(c) for c in new_chunks]
-        self.vectors = np.stack(rows).astype(np.float32) if rows else None
+        self.terms = [self.terms[i] for i in keep] + [self.vocab.encode(self._doc_tokens(c))
+                                                      for c in new_chunks]
+        self._lines = [self._lines[i] for i in keep] + [
+            json.dumps({"chunk": c.to_dict(), "hash": h}) for c, h in zip(new_chunks, new_hashes)]
+        vectors = np.concatenate([kept, np.asarray(added, np.float32).reshape(-1, dim)])
+        self.vectors = vectors.astype(np.float32) if len(vectors) else None
 
     def _embed(self, chunks: list[Chunk], progress: Progress | None) -> "np.ndarray":
         import numpy as np
@@ -387,7 +401,7 @@ class Index:
 
     # -- searching ----------------------------------------------------------------------
     def _build_search(self) -> None:
-        self._bm25 = BM25Index(self.tokens)
+        self._bm25 = BM25Index(self.terms, self.vocab)
         self._faiss = None
         if self.vectors is None or not len(self.vectors):
             return
@@ -419,6 +433,7 @@ class Index:
         import numpy as np
 
         q = self.embedder.encode_query(query).astype(np.float32)
+        _single_thread_faiss()
         if self._faiss is None or n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32), q
         params = None
@@ -504,14 +519,18 @@ class Index:
         tmp = self.directory / f".tmp-{name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as fh:
-            for c, h, t in zip(self.chunks, self.hashes, self.tokens):
-                fh.write(json.dumps({"chunk": c.to_dict(), "hash": h, "tokens": " ".join(t)}) + "\n")
+        (tmp / "chunks.jsonl").write_text("".join(line + "\n" for line in self._lines), "utf-8")
         vectors = self.vectors if self.vectors is not None else np.zeros((0, self.embedder.dim), np.float32)
         with open(tmp / "vectors.npy", "wb") as fh:
             np.save(fh, vectors)
+        lengths = [len(t[0]) for t in self.terms]
+        with open(tmp / "terms.npz", "wb") as fh:
+            np.savez(fh, offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]),
+                     ids=np.concatenate([t[0] for t in self.terms] or [np.zeros(0, np.int32)]),
+                     counts=np.concatenate([t[1] for t in self.terms] or [np.zeros(0, np.float32)]))
+        (tmp / "vocab.json").write_text(json.dumps(self.vocab.words))
         (tmp / "tree.json").write_text(json.dumps(self.tree.to_json()))
-        files = ["chunks.jsonl", "vectors.npy", "tree.json"]
+        files = ["chunks.jsonl", "vectors.npy", "terms.npz", "vocab.json", "tree.json"]
         meta = {
             "format_version": FORMAT_VERSION, "embedder": self.embedder.name,
             "dim": self.embedder.dim, "repo": self.repo, "chunks": len(self.chunks),
@@ -542,6 +561,20 @@ class Index:
                 "files": len({c.path for c in self.chunks}), "languages": dict(langs),
                 "skipped": self._skip_counts(),
                 "embedder": self._embedder.name if self._embedder else self.config.embedder}
+
+
+_FAISS_THREADS_SET = False
+
+
+def _single_thread_faiss() -> None:
+    """One query at a time is fastest on one thread: FAISS's OpenMP pool spin-waits, and
+    on a busy 2-core machine that turned a 1 ms search into tens of milliseconds."""
+    global _FAISS_THREADS_SET
+    if not _FAISS_THREADS_SET:
+        import faiss
+
+        faiss.omp_set_num_threads(1)
+        _FAISS_THREADS_SET = True
 
 
 def _file_digest(path: Path) -> str:

@@ -64,8 +64,11 @@ def pairs_from_source(rel: str, source: str, max_code_lines: int = 60) -> Iterat
 
 
 def iter_pairs(roots: Iterable[Path] | None = None, max_pairs: int = 50_000,
-               max_file_bytes: int = 500_000) -> Iterator[tuple[str, str]]:
-    """Unique-docstring pairs from every non-test ``.py`` under ``roots``."""
+               max_file_bytes: int = 500_000,
+               exclude: Iterable[str] = ()) -> Iterator[tuple[str, str]]:
+    """Unique-docstring pairs from every non-test ``.py`` under ``roots``, leaving out
+    the top-level packages named in ``exclude`` (kept aside for tuning elsewhere)."""
+    excluded = set(exclude)
     seen: set[str] = set()
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     count = 0
@@ -74,6 +77,8 @@ def iter_pairs(roots: Iterable[Path] | None = None, max_pairs: int = 50_000,
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
             here = Path(dirpath)
+            if here == root:
+                dirnames[:] = [d for d in dirnames if d not in excluded]
             if here == stdlib or stdlib in here.parents and "site-packages" not in here.parts:
                 dirnames[:] = []
                 continue

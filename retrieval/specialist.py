@@ -60,11 +60,30 @@ class RetrievalSpecialist(Specialist):
         self._locks: dict[Path, threading.Lock] = {}
         self._guard = threading.Lock()
         self._last_repo: Path | None = None
+        self._loader: threading.Thread | None = None
+        self._load_error: str | None = None
 
     def setup(self) -> None:
+        """Load the embedder in the background: the first build of the default static
+        model takes minutes, and the server should answer health checks meanwhile."""
+        self._loader = threading.Thread(target=self._load_embedder, name="retrieval-setup",
+                                        daemon=True)
+        self._loader.start()
+
+    def _load_embedder(self) -> None:
         from retrieval.embedders import load_embedder
 
-        self._embedder = load_embedder(self.config.embedder)
+        try:
+            self._embedder = load_embedder(self.config.embedder)
+        except Exception as exc:  # reported by health() and as 503s, never a crash
+            self._load_error = f"{type(exc).__name__}: {exc}"
+
+    def _ready(self) -> None:
+        if self._loader is not None and self._loader.is_alive():
+            raise Unavailable("the retrieval embedder is still loading (the first start "
+                              "builds it: a few minutes); retry shortly")
+        if self._load_error:
+            raise Unavailable(f"the retrieval embedder failed to load: {self._load_error}")
 
     # -- paths --------------------------------------------------------------------------
     def check_path(self, raw: str) -> Path:
@@ -91,6 +110,7 @@ class RetrievalSpecialist(Specialist):
 
     # -- operations ---------------------------------------------------------------------
     def _open(self, repo: Path) -> tuple[Index, threading.Lock]:
+        self._ready()
         with self._guard:
             lock = self._locks.setdefault(repo, threading.Lock())
             if repo not in self._indexes:
@@ -132,7 +152,10 @@ class RetrievalSpecialist(Specialist):
         return Result(output=out, confidence=float(out["results"][0]["score"]))
 
     def health(self) -> dict[str, Any]:
-        return {"ok": True, "version": self.version, "embedder": self.config.embedder,
+        loading = self._loader is not None and self._loader.is_alive()
+        return {"ok": not loading and not self._load_error, "loading": loading,
+                "error": self._load_error, "version": self.version,
+                "embedder": self.config.embedder,
                 "allowed_root": str(self.allowed_root) if self.allowed_root else None,
                 "indexes_open": len(self._indexes)}
 

@@ -20,6 +20,8 @@ def spec(tmp_path: Path, repo: Path) -> RetrievalSpecialist:
     s = RetrievalSpecialist(allowed_root=str(repo.parent), index_dir=str(tmp_path / "indexes"),
                             embedder="hash:64", index={"max_chunk_chars": 400})
     s.setup()
+    s._loader.join(timeout=60)
+    assert s.health()["ok"]
     return s
 
 
@@ -55,6 +57,18 @@ def test_path_escapes_are_refused(spec: RetrievalSpecialist, repo: Path, tmp_pat
 def test_no_allowed_root_means_no_indexing(tmp_path: Path, repo: Path) -> None:
     s = RetrievalSpecialist(index_dir=str(tmp_path / "ix"), embedder="hash:64")
     with pytest.raises(Forbidden, match="allowed_root"):
+        s.index_repo(str(repo))
+
+
+def test_requests_wait_for_the_embedder(tmp_path: Path, repo: Path) -> None:
+    from router.errors import Unavailable
+
+    s = RetrievalSpecialist(allowed_root=str(repo.parent), index_dir=str(tmp_path / "ix"),
+                            embedder=str(tmp_path / "no-such-model"))
+    s.setup()
+    s._loader.join(timeout=60)
+    assert not s.health()["ok"] and "ConfigError" in s.health()["error"]
+    with pytest.raises(Unavailable, match="failed to load"):
         s.index_repo(str(repo))
 
 
