@@ -184,6 +184,33 @@ def _plots_edit(run: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+_BAR_METRICS = {"tab": [("p99_ms", "p99 latency (ms, log)", True),
+                        ("cost_per_1000_keystrokes_usd", "USD per 1,000 keystrokes (log)", True),
+                        ("accept_rate", "accept rate", False)],
+                "retrieval": [("acc@1", "acc@1", False), ("acc@10", "acc@10", False),
+                              ("query_p50_ms", "query p50 (ms)", False)]}
+
+
+def _plots_bars(run: dict[str, Any]) -> list[tuple[str, str]]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    routes = run["summary"]["routes"]
+    out = []
+    for key, label, log in _BAR_METRICS.get(str(run.get("kind")), []):
+        fig, ax = plt.subplots(figsize=(5, 3))
+        values = [float(s.get(key) or 0.0) for s in routes.values()]
+        ax.bar(list(routes), [max(v, 1e-12) for v in values] if log else values)
+        if log:
+            ax.set_yscale("log")
+        ax.set_ylabel(label)
+        ax.set_title(f"{label} per route")
+        out.append((label, _png(fig)))
+    return out
+
+
 def _html_table(routes: dict[str, dict[str, Any]]) -> str:
     keys: list[str] = []
     for s in routes.values():
@@ -216,9 +243,10 @@ def html_report(run: dict[str, Any]) -> str:
         for caption, src in _plots_edit(run):
             parts.append(f"<h2>{html.escape(caption)}</h2><img alt='{html.escape(caption)}' "
                          f"src='{src}'>")
-    elif run.get("plots"):
-        for caption, src in run["plots"]:
-            parts.append(f"<h2>{html.escape(caption)}</h2><img src='{src}'>")
+    else:
+        for caption, src in _plots_bars(run):
+            parts.append(f"<h2>{html.escape(caption)}</h2><img alt='{html.escape(caption)}' "
+                         f"src='{src}'>")
     style = ("body{font-family:sans-serif;margin:2em;max-width:70em}table{border-collapse:"
              "collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
              ".note{background:#fff8dc;padding:.5em}")
