@@ -62,7 +62,9 @@ def _print_edit(result: Any) -> None:
         bits = [f"{s.stage:<8} {s.outcome:<9}"]
         if s.format:
             bits.append(s.format)
-        if s.model:
+        if s.model and s.outcome != "ok":
+            bits.append(f"model={s.model}")
+        elif s.model:
             bits.append(f"model={s.model} in={s.prompt_tokens} out={s.output_tokens} "
                         f"${s.cost_usd:.5f}")
         bits.append(f"{s.latency_s:.3f}s ({s.latency_kind})")

@@ -186,7 +186,7 @@ _FENCE = re.compile(r"^(`{3,}|~{3,})([^\n`]*)\n", re.M)
 def parse_blocks(answer: str) -> list[tuple[str | None, str]]:
     """Fenced blocks as (path or None, body). The path is the info string's last word with
     a dot or slash in it (```python src/a.py``, ```src/a.py``)."""
-    blocks = []
+    blocks: list[tuple[str | None, str]] = []
     pos = 0
     while True:
         m = _FENCE.search(answer, pos)
@@ -301,7 +301,11 @@ class EditPipeline:
                 return self._finish(req, files, merged, fmt, result)
         result.reason = "every step of the chain failed: " + "; ".join(
             f"{s.format or s.stage}: {s.reason}" for s in result.trace
-            if s.outcome != "ok" and s.reason)
+            if s.outcome in ("abstained", "failed", "error") and s.reason) + (
+            "" if any(s.stage == "frontier" and s.outcome == "ok" for s in result.trace)
+            else " (no frontier model answered: " + "; ".join(
+                f"{s.model}: {s.reason}" for s in result.trace
+                if s.stage == "frontier" and s.outcome == "skipped") + ")")
         return result
 
     # -- input ---------------------------------------------------------------------------
@@ -525,7 +529,7 @@ def _merge_answer(fmt: str, answer: str, files: dict[str, str]
         unexplained = _unexplained_deletion(original, res.merged or "", body)
         if unexplained:
             return None, f"{path}: {unexplained}", {}
-        merged[path] = res.merged or ""
+        merged[path] = _match_final_newline(res.merged or "", original)
     new = [p for p in merged if p not in files or not files[p]]
     return merged, None, {"new_files": new} if new else {}
 
@@ -624,7 +628,8 @@ def _merge_search_replace(answer: str, files: dict[str, str]
 
 
 def _match_final_newline(body: str, original: str) -> str:
-    """A fenced block always ends in a newline; keep the original's missing one."""
+    """A fenced block always ends in a newline, so an answer cannot say whether the file
+    ends with one: keep the original's missing final newline."""
     if original and not original.endswith("\n") and body.endswith("\n"):
         return body[:-1]
     return body
@@ -701,9 +706,9 @@ def _write_atomically(root: Path, merged: dict[str, str]) -> list[str]:
                 shutil.copymode(target, tmp)
             staged.append((path, Path(tmp)))
     except BaseException:
-        for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+        for _, staged_file in staged:
+            staged_file.unlink(missing_ok=True)
         raise
-    for path, tmp in staged:
-        os.replace(tmp, root / path)
+    for path, staged_file in staged:
+        os.replace(staged_file, root / path)
     return [p for p, _ in staged]

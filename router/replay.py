@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 __all__ = [
     "DEFAULT_LATENCY",
@@ -123,7 +123,7 @@ def _nl(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
 
 
-def _merge_close(ops: list[tuple[str, int, int, int, int]],
+def _merge_close(ops: Sequence[tuple[str, int, int, int, int]],
                  gap: int) -> list[tuple[int, int, int, int]]:
     groups: list[list[int]] = []
     for _, i1, i2, j1, j2 in ops:

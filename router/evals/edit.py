@@ -89,6 +89,8 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
     latency = cfg.latency_models()
     pipelines = {name: EditPipeline(frontier, r.targets, route=name, latency=latency)
                  for name, r in cfg.routes.items() if r.policy != "learned"}
+    classifiers = {name: RouteClassifier.load(r.classifier or "")
+                   for name, r in cfg.routes.items() if r.policy == "learned" and name in routes}
     records: list[dict[str, Any]] = []
     started = time.perf_counter()
     for i, task in enumerate(tasks, 1):
@@ -98,11 +100,11 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
             extra: dict[str, Any] = {}
             chosen = route
             if rcfg.policy == "learned":
-                clf = RouteClassifier.load(rcfg.classifier or "")
-                t = rcfg.threshold if rcfg.threshold is not None else clf.threshold
+                clf = classifiers[route]
+                thr = rcfg.threshold if rcfg.threshold is not None else clf.threshold
                 p = clf.predict(feats)
-                chosen = (rcfg.cheap if p >= t else rcfg.strong) or ""
-                extra = {"learned": {"p_cheap": round(p, 4), "threshold": t, "chose": chosen}}
+                chosen = (rcfg.cheap if p >= thr else rcfg.strong) or ""
+                extra = {"learned": {"p_cheap": round(p, 4), "threshold": thr, "chose": chosen}}
             result = await _run_task(pipelines[chosen], task, cfg.routes[chosen].strategy)
             records.append(_record(task, route, result, feats, cfg.mode_of(route), extra))
         if progress and (i % 10 == 0 or i == len(tasks)):

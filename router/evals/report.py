@@ -66,7 +66,8 @@ def _edit_table(run: dict[str, Any]) -> str:
             for name, s in routes.items()]
     large = run["summary"].get("files_over_300_lines", {})
     if large:
-        n = next(iter(large.values()), {}).get("n", 0)
+        first: dict[str, Any] = next(iter(large.values()), {})
+        n = first.get("n", 0)
         rows2 = [[name] + [_fmt(spec, s.get(key)) for key, _, spec in _EDIT_COLS]
                  for name, s in large.items()]
         return _grid(header, rows) + f"\n\nfiles over 300 lines ({n} tasks)\n" + _grid(header, rows2)
