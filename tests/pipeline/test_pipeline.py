@@ -233,3 +233,19 @@ def test_fences_with_backticks_inside_round_trip() -> None:
 
     body = "x = '```'\n"
     assert parse_blocks(fence(body, "python", "a.py")) == [("a.py", body)]
+
+
+def test_merge_checks_catch_invented_lines_and_unshown_deletions() -> None:
+    from router.pipeline import _invented_lines, _unexplained_deletion
+
+    sketch = "def add(a, b):\n    return a - b\n# ... existing code ...\n"
+    good = BEFORE.replace("return a + b", "return a - b")
+    assert _invented_lines(BEFORE, good, sketch) == []
+    assert _unexplained_deletion(BEFORE, good, sketch) is None
+    reindented = good.replace("    return a - b", "        return a - b")
+    assert _invented_lines(BEFORE, reindented, sketch) == ["        return a - b"]
+    lost_main = good.replace('def main():\n    print(greet("world"))\n    print(add(1, 2))\n\n\n',
+                             "")
+    assert "neither shows" in (_unexplained_deletion(BEFORE, lost_main, sketch) or "")
+    named = sketch + "# remove main\n"
+    assert _unexplained_deletion(BEFORE, lost_main, named) is None
