@@ -105,6 +105,7 @@ class RouteClassifier:
         fd, tmp = tempfile.mkstemp(prefix=".router-", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(asdict(self), fh, indent=1)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the classifier is a shared artefact
         os.replace(tmp, target)
 
     @classmethod

@@ -109,6 +109,7 @@ def write_json(run: dict[str, Any], path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(run, fh, indent=1, default=str)
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; a report is for reading
     os.replace(tmp, path)
 
 
