@@ -45,6 +45,22 @@ def test_serve_default_config_answers_healthz_offline(tmp_path: Path) -> None:
                 time.sleep(0.3)
         assert r.json() == {"status": "ok"}
         base = f"http://127.0.0.1:{port}"
+        while (ready := httpx.get(f"{base}/readyz", timeout=30)).status_code != 200:
+            assert time.monotonic() < deadline, ready.text  # the embedder loads in background
+            time.sleep(0.5)
+        assert set(ready.json()["specialists"]) == {"tab", "apply", "retrieval"}
+        # every local specialist works with no key
+        text = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+        typing = text + "\n\ndef mul(a, b):\n    ret"
+        tab = httpx.post(f"{base}/v1/tab", json={"file": typing, "cursor": len(typing),
+                                                 "language": "python"}, timeout=30)
+        assert tab.status_code == 200 and "policy_version" in tab.json()
+        sketch = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
+                  "def mul(a, b):\n    return a * b\n")
+        applied = httpx.post(f"{base}/v1/apply", json={"original": text, "sketch": sketch,
+                                                       "path": "m.py"}, timeout=30)
+        assert applied.status_code == 200, applied.text
+        assert "def mul(a, b):" in str(applied.json())
         r = httpx.post(f"{base}/v1/chat/completions", timeout=30, json={
             "model": "reasoning", "messages": [{"role": "user", "content": "hi"}]})
         assert r.status_code == 503
