@@ -72,6 +72,7 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
         return _new_file(original, sketch, path)
     merged = merge(original, sketch, language, opts)
     checks.check_placeholders(merged.out, merged.origin)
+    checks.check_local_duplicates(merged.out, merged.origin)
     checks.check_deletions(merged.deleted_by_context, merged.lines.keys, opts)
     if opts.parse_check:
         checks.check_parse(merged.lines.raw, merged.out, merged.origin, language)

@@ -15,7 +15,8 @@ from typing import Any
 
 from specialists.apply.result import Abstain, ApplyOptions
 
-__all__ = ["check_deletions", "check_parse", "check_placeholders", "parser_for"]
+__all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
+           "parser_for"]
 
 _GRAMMARS = {
     "python": ("tree_sitter_python", "language"),
@@ -52,6 +53,21 @@ def check_placeholders(out: list[str], origin: list[int]) -> None:
     for k, line in enumerate(out):
         if origin[k] < 0 and ("..." in line or "…" in line) and _PLACEHOLDER.search(line):
             raise Abstain(f"a placeholder would be left in the file: {line.strip()!r}")
+
+
+def check_local_duplicates(out: list[str], origin: list[int], reach: int = 3) -> None:
+    """A new line equal to a kept line a few lines away: the sketch meant that line, and a
+    copy was placed next to the original instead of rewriting it (or a kept line should
+    have gone). Braces and other short lines repeat legitimately and are not counted."""
+    for k, line in enumerate(out):
+        if origin[k] >= 0:
+            continue
+        key = line.strip()
+        if len(key) <= 4 or not any(ch.isalnum() for ch in key):
+            continue
+        for q in range(max(0, k - reach), min(len(out), k + reach + 1)):
+            if origin[q] >= 0 and out[q].strip() == key:
+                raise Abstain(f"the merge would put a copy of {key!r} next to the original line")
 
 
 def check_deletions(deleted_by_context: int, original_keys: list[str], options: ApplyOptions) -> None:

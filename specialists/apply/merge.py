@@ -35,18 +35,28 @@ from specialists.apply.markers import LineKind, MarkerInfo, classify
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.text import Lines, indent_width, reindent, split_lines
 
-__all__ = ["Merge", "merge"]
+__all__ = ["Merge", "Weights", "merge"]
 
 IMPLICIT = 3  # a marker the sketch left out before its first or after its last block
 
-_W_BOUNDARY = 10.0  # a block's first/last non-blank line next to a marker: its anchor
-_W_BLANK_EDGE = 3.0  # a blank first/last line of a block: a weak anchor
-_W_BLANK_RUN = 0.5  # another blank line of that edge run
-_W_MIDDLE = 0.1  # any other line: matching it must never pay for deleting one
-_DIAG = 0.05  # consecutive sketch lines on consecutive original lines
-_DEL = 0.2  # per original non-blank line a block deletes by context
-_DEL_BLANK = 0.05
-_INDENT = 0.3  # the line's indentation disagrees with the sketch's
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The gap DP's scores. ``merge`` also runs perturbed copies: a placement that changes
+    when a weight moves a little was a near tie, and a near tie is a guess (abstain)."""
+
+    boundary: float = 10.0  # a block's first/last non-blank line next to a marker: its anchor
+    blank_edge: float = 3.0  # a blank first/last line of a block: a weak anchor
+    blank_run: float = 0.5  # another blank line of that edge run
+    middle: float = 0.1  # any other line: matching it must never pay for deleting one
+    diag: float = 0.05  # consecutive sketch lines on consecutive original lines
+    delete: float = 0.2  # per original non-blank line a block deletes by context
+    delete_blank: float = 0.05
+    indent: float = 0.3  # the line's indentation disagrees with the sketch's
+
+
+DEFAULT_WEIGHTS = Weights()
 _MAX_NODES = 4000
 _EPS = 1e-9
 
@@ -203,7 +213,10 @@ def _weak(key: str) -> bool:
 
 
 class _Merger:
-    def __init__(self, olines: Lines, sk: _Sketch, language: str | None, options: ApplyOptions):
+    def __init__(self, olines: Lines, sk: _Sketch, language: str | None, options: ApplyOptions,
+                 weights: Weights = DEFAULT_WEIGHTS):
+        self.wt = wt = weights
+        self.searched = False  # whether a gap DP chose between placements
         self.o = olines
         self.ok = olines.keys
         self.sk = sk
@@ -224,7 +237,7 @@ class _Merger:
         self.owidth = [indent_width(line) for line in olines.raw]
         cost = [0.0]
         for key in self.ok:
-            cost.append(cost[-1] + (_DEL if key else _DEL_BLANK))
+            cost.append(cost[-1] + (wt.delete if key else wt.delete_blank))
         self.dcost = cost
         self.sm = [-1] * self.m
         self._defs: set[tuple[str, str]] | None = None
@@ -244,7 +257,8 @@ class _Merger:
             if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE and not _weak(key):
                 found = pos.get(key)
                 if found is not None and len(found) == 1:
-                    pairs.append((j, found[0], _W_BOUNDARY if sk.boundary[j] else 1.0))
+                    pairs.append((j, found[0], self.wt.boundary if sk.boundary[j] else 1.0))
+        self.scount = counts
         skeleton = _heaviest_chain(pairs, self.n)
         for j, p in skeleton:
             self.sm[j] = p
@@ -315,7 +329,7 @@ class _Merger:
                 return
 
     def _align_gap(self, ja: int, pa: int, jb: int, pb: int) -> None:
-        sk, pos = self.sk, self.pos
+        sk, pos, wt = self.sk, self.pos, self.wt
         nodes: list[tuple[int, int, float]] = []
         for j in range(ja + 1, jb):
             key = sk.keys[j]
@@ -326,18 +340,19 @@ class _Merger:
                 continue
             lo, hi = bisect_right(found, pa), bisect_left(found, pb)
             if sk.boundary[j]:
-                weight = _W_BOUNDARY if key else _W_BLANK_EDGE
+                weight = wt.boundary if key else wt.blank_edge
             else:
-                weight = _W_MIDDLE if key else _W_BLANK_RUN
+                weight = wt.middle if key else wt.blank_run
             for p in found[lo:hi]:
                 w = weight
                 if sk.widths[j] - self.shift != self.owidth[p]:
-                    w -= _INDENT if weight > 1 else _W_MIDDLE * 2
+                    w -= wt.indent if weight > 1 else wt.middle * 2
                 nodes.append((j, p, w))
             if len(nodes) > _MAX_NODES:
                 raise Abstain("too many places the sketch's lines could go", sk.span(ja + 1, jb - 1))
         if not nodes:
             return
+        self.searched = True
         fresh = self._new_definitions(ja + 1, jb)
         if fresh:
             nodes = [node for node in nodes if node[0] not in fresh]
@@ -407,7 +422,7 @@ class _Merger:
                 else:
                     v = best[a] - (dcost[pb_] - dcost[pa_ + 1])
                     if pb_ == pa_ + 1 and jb_ == ja_ + 1:
-                        v += _DIAG
+                        v += self.wt.diag
                 if v > score + _EPS:
                     score, arg = v, a
                 elif v > score - _EPS:
@@ -453,6 +468,56 @@ class _Merger:
         finally:
             self.sm[ja + 1:jb] = saved
 
+    def _check_implicit_deletion(self, ja: int, pa: int, jb: int, pb: int) -> None:
+        """Original lines deleted between two consecutive sketch lines (no marker between):
+        certain only when both lines are pinned by a run holding a line found once in the
+        original and once in the sketch, or when the sketch's new lines there rewrite them.
+        Otherwise the two lines may be a copy placed on the wrong lines, and the deletion is
+        the silent loss of code the issue warns about (issue 4)."""
+        if ja < 0 or jb >= self.m or pb <= pa + 1 or self.sk.sep_between(ja, jb):
+            return
+        gone = [p for p in range(pa + 1, pb) if self.ok[p]]
+        if not gone:
+            return
+        if self._anchored_run(ja, pa, -1) and self._anchored_run(jb, pb, 1):
+            return
+        new = [self.sk.keys[j] for j in range(ja + 1, jb) if self.sk.keys[j]]
+        if _rewrites(new, [self.ok[p] for p in gone]) or self._rewrites_body(ja, pa, pb):
+            return
+        raise Abstain("the sketch deletes original lines between two lines that are not "
+                      "certainly placed", self.sk.span(ja, jb))
+
+    def _rewrites_body(self, ja: int, pa: int, pb: int) -> bool:
+        """The deletion runs from inside a pinned definition to its end: the sketch wrote
+        that definition's new body in full (a full definition replaces the old one)."""
+        sk = self.sk
+        j, p = ja, pa
+        while j >= 0 and sk.kinds[j] == LineKind.CODE and self.sm[j] == p:
+            key = sk.keys[j]
+            if key and definition_name(key, self.language) is not None:
+                if not self._unique(key):
+                    return False
+                end = self._definition_end(p, self.n)
+                return end - 1 <= pb <= end + 1
+            j -= 1
+            p -= 1
+        return False
+
+    def _unique(self, key: str) -> bool:
+        """A line found once in the original and once in the sketch: it pins its match."""
+        return len(self.pos.get(key, ())) == 1 and self.scount.get(key) == 1
+
+    def _anchored_run(self, j: int, p: int, step: int) -> bool:
+        """Whether the diagonal run of matches through (j, p), walking by ``step``, holds a line
+        that occurs once in the original and once in the sketch."""
+        sk = self.sk
+        while 0 <= j < self.m and sk.kinds[j] == LineKind.CODE and self.sm[j] == p:
+            if sk.keys[j] and self._unique(sk.keys[j]):
+                return True
+            j += step
+            p += step
+        return False
+
     # ---- assembly --------------------------------------------------------------------
 
     def assemble(self, fixed: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
@@ -461,6 +526,7 @@ class _Merger:
         self.deleted_by_context = 0
         self.deleted_by_remove = 0
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
+            self._check_implicit_deletion(ja, pa, jb, pb)
             self._emit_gap(ja, pa, jb, pb, out, origin)
             if jb < self.m:
                 self._emit_matched(jb, pb, out, origin)
@@ -483,8 +549,10 @@ class _Merger:
             # this line in the file's own style and the original line did not (a fix).
             s_indent = sraw[: len(sraw) - len(sraw.lstrip(" \t"))]
             o_indent = obody[: len(obody) - len(obody.lstrip(" \t"))]
+            # The sketch's own bytes when it writes in the file's style and unshifted: a
+            # spaces-to-tabs fix is an edit; a sketch in another style mangled them.
             indent = o_indent
-            if not self.shift and s_indent[:1] == self.o.indent_char and o_indent[:1] != self.o.indent_char:
+            if not self.shift and self.sk.indent_char == self.o.indent_char:
                 indent = s_indent
             line = indent + sraw.lstrip(" \t")
         else:
@@ -581,7 +649,21 @@ class _Merger:
                 self._delete(lo, hi, by_remove=False, dry=dry)
                 return
         self._check_keep(sep, lo, hi)
+        if kind == LineKind.MARKER:
+            self._check_marker_indent(sep, lo, hi)
         self._keep(lo, hi, out, origin)
+
+    def _check_marker_indent(self, sep: int, lo: int, hi: int) -> None:
+        """A marker stands for lines that start at its own indentation (that is where a
+        sketch writer puts it). Kept lines that open deeper than the marker are the rest of
+        the statement before it, which the sketch may have rewritten: abstain."""
+        width = self.sk.widths[sep] - self.shift
+        p = lo
+        while p < hi and not self.ok[p]:
+            p += 1
+        if p < hi and self.owidth[p] > width:
+            raise Abstain("the marker's indentation does not match the code it would keep",
+                          self.sk.span(sep, sep))
 
     def _emit_floating(self, seps: list[int], lo: int, hi: int, out: list[str], origin: list[int],
                        dry: bool) -> None:
@@ -784,11 +866,31 @@ class _Merger:
             found = self._definitions_named(head[1], lo, hi)
             if len(found) == 1:
                 self.fuzzy += 1
-                return found[0]
+                if not self._opens_body(js, j1):
+                    return found[0]
+                # A changed header over a marker inside its body: the header line only.
+                if len(js) == 1:
+                    return self._header_line(head[1], *found[0])
+                raise Abstain("a changed definition header is followed by part of its body",
+                              span)
         if not self.options.fuzzy or not js:
             raise Abstain("a block between two markers has no line of the original to anchor on",
                           span)
         return self._fuzzy_region(js, lo, hi, span)
+
+    def _opens_body(self, js: list[int], j1: int) -> bool:
+        """Whether the marker after the group stands inside the group's first definition."""
+        sk = self.sk
+        nxt = j1 + 1
+        return (nxt < self.m and sk.kinds[nxt] == LineKind.MARKER
+                and sk.widths[nxt] > sk.widths[js[0]])
+
+    def _header_line(self, name: str, t0: int, t1: int) -> tuple[int, int]:
+        for p in range(t0, t1):
+            found = definition_name(self.ok[p], self.language)
+            if found and found[1] == name:
+                return (p, p + 1)
+        return (t0, t0 + 1)
 
     def _fuzzy_region(self, js: list[int], lo: int, hi: int, span: tuple[int, int]) -> tuple[int, int]:
         """The one contiguous original region the block's lines are edits of."""
@@ -828,7 +930,79 @@ class _Merger:
         return (t0, t1)
 
 
-def merge(original: str, sketch: str, language: str | None, options: ApplyOptions) -> Merge:
+def _rewrites(new: list[str], old: list[str]) -> bool:
+    """Whether every old line is similar to one of the new lines: a modification."""
+    if not old or len(old) > len(new) or len(old) > 40:
+        return False
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    for line in old:
+        matcher.set_seq2(line)
+        for key in new:
+            matcher.set_seq1(key)
+            if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6 \
+                    and matcher.ratio() >= 0.6:
+                break
+        else:
+            return False
+    return True
+
+
+def _check_weak_blocks(merger: _Merger) -> None:
+    """A block that changes something must hold one line that can anchor it: a block of
+    braces, blank lines and ``return`` around new code lands wherever those lines repeat."""
+    sk = merger.sk
+    j = 0
+    while j < merger.m:
+        if sk.kinds[j] != LineKind.CODE:
+            j += 1
+            continue
+        start = j
+        while j < merger.m and sk.kinds[j] == LineKind.CODE:
+            j += 1
+        keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
+        if any(not matched for _, matched in keys) and any(matched for _, matched in keys) \
+                and all(_weak(key) and len(merger.pos[key]) > 1 for key, matched in keys if matched):
+            raise Abstain("a block is anchored only by lines that repeat everywhere "
+                          "(braces, blank lines)", sk.span(start, j - 1))
+
+
+# Perturbed weights for the near-tie check: each moves one trade-off (deleting vs matching,
+# keeping runs together) far enough to flip a placement that won by a hair.
+_NEAR_TIE_WEIGHTS = (
+    Weights(delete=0.4, delete_blank=0.1),
+    Weights(delete=0.1, delete_blank=0.025),
+    Weights(diag=0.2),
+)
+
+
+def _check_near_ties(out: list[str], olines: Lines, sk: _Sketch, language: str | None,
+                     options: ApplyOptions) -> None:
+    """Abstain when a placement changes under slightly different weights: the DP's choice
+    was a near tie, so the sketch does not decide it (exact ties are caught in the DP)."""
+    for weights in _NEAR_TIE_WEIGHTS:
+        other = _Merger(olines, sk, language, options, weights)
+        try:
+            alt, _ = other.assemble(other.anchor())
+        except Abstain:
+            alt = None
+        if alt != out:
+            raise Abstain("ambiguous: another placement scores almost as well")
+
+
+def _sketch_ends_file(merger: _Merger, origin: list[int]) -> bool:
+    """Whether the merged file's last line is the sketch's last line (no marker after it
+    kept more): then the sketch's own final newline, or its absence, is the file's."""
+    sk = merger.sk
+    last = len(sk.kinds) - 1
+    while last >= 0 and sk.kinds[last] == IMPLICIT:
+        last -= 1
+    if last < 0 or sk.kinds[last] != LineKind.CODE or not origin:
+        return False
+    return origin[-1] == merger.sm[last]  # -1 == -1 when the line is new
+
+
+def merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
+          weights: Weights = DEFAULT_WEIGHTS) -> Merge:
     """Merge ``sketch`` into ``original``; raises ``Abstain`` when it cannot do so safely."""
     olines = split_lines(original)
     slines = split_lines(_strip_fences(sketch))
@@ -838,12 +1012,15 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         kind == LineKind.REMOVE for kind in sk.kinds
     ):
         raise Abstain("the sketch has no code, only markers", (1, max(len(slines.raw), 1)))
-    merger = _Merger(olines, sk, language, options)
+    merger = _Merger(olines, sk, language, options, weights)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
+    _check_weak_blocks(merger)
+    if merger.searched and weights is DEFAULT_WEIGHTS:
+        _check_near_ties(out, olines, sk, language, options)
     final_newline = olines.final_newline
-    if not final_newline and slines.final_newline and sk.kinds and sk.kinds[-1] == LineKind.CODE:
-        final_newline = True  # the sketch's last line ends the file, and with a newline
+    if _sketch_ends_file(merger, origin):
+        final_newline = slines.final_newline  # the sketch wrote the file's last line
     return Merge(
         lines=olines,
         out=out,

@@ -180,6 +180,13 @@ def make_sketch(
         else:
             for j in range(max(0, j1 - context), min(n_after, j2 + context)):
                 keep[j] = True
+    if b.final_newline != a.final_newline and n_after:
+        # The last line's bytes changed (a newline added or removed at the end of the file):
+        # a real diff shows it, and a sketch that hid it under a marker could not say so.
+        last = n_after - 1
+        for j in range(max(0, last - max(k, 1)), n_after):
+            keep[j] = True
+        changed[last] = True
     kind = k if not whole_function else "function"
     return _render(b, a, keep, changed, removes, language, kind, rng, noise)
 
