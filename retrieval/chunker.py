@@ -78,26 +78,20 @@ def language_for(path: str) -> str | None:
 def _parser(language: str) -> Any:
     import tree_sitter as ts
 
-    if language == "python":
-        import tree_sitter_python as mod
-        raw = mod.language()
-    elif language == "javascript":
-        import tree_sitter_javascript as mod
-        raw = mod.language()
-    elif language in ("typescript", "tsx"):
-        import tree_sitter_typescript as mod
-        raw = mod.language_tsx() if language == "tsx" else mod.language_typescript()
-    elif language == "go":
-        import tree_sitter_go as mod
-        raw = mod.language()
-    elif language == "rust":
-        import tree_sitter_rust as mod
-        raw = mod.language()
-    elif language == "java":
-        import tree_sitter_java as mod
-        raw = mod.language()
-    else:
+    import importlib
+
+    module = {"python": "tree_sitter_python", "javascript": "tree_sitter_javascript",
+              "typescript": "tree_sitter_typescript", "tsx": "tree_sitter_typescript",
+              "go": "tree_sitter_go", "rust": "tree_sitter_rust", "java": "tree_sitter_java"}
+    if language not in module:
         raise ValueError(f"no grammar for {language!r}")
+    mod: Any = importlib.import_module(module[language])
+    if language == "typescript":
+        raw = mod.language_typescript()
+    elif language == "tsx":
+        raw = mod.language_tsx()
+    else:
+        raw = mod.language()
     return ts.Parser(ts.Language(raw))
 
 

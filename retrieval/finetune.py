@@ -207,10 +207,13 @@ def finetune(args: Args, log_fn: Callable[[str], None] = print) -> dict[str, Any
                 "args": {k: str(v) for k, v in asdict(args).items()}}
         save_static(out, table, emb.path / "tokenizer.json", meta)
         tuned: Any = StaticEmbedder(out)
-    else:
+    elif isinstance(emb, SentenceTransformerEmbedder):
         steps = _train_transformer(emb, train, args, log_fn)
         emb.model.save(str(out))
         tuned = emb
+    else:
+        raise ValueError(f"cannot fine-tune embedder {emb.name!r}: not static nor a "
+                         "sentence-transformers model")
     after = dev_mrr(tuned.encode, dev)
     report = {"base": args.base, "out": str(out), "steps": steps, **info,
               "dev_mrr10_before": round(before, 4), "dev_mrr10_after": round(after, 4),

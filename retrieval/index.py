@@ -408,6 +408,7 @@ class Index:
         import faiss
 
         n, dim = self.vectors.shape
+        index: Any
         if n <= self.config.ann_threshold:
             index = faiss.IndexFlatIP(dim)
         else:  # approximate: inverted lists over k-means cells, probed nprobe at a time
@@ -436,13 +437,13 @@ class Index:
         _single_thread_faiss()
         if self._faiss is None or n == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.float32), q
-        params = None
+        params: Any = None
         if allowed is not None:
             sel = faiss.IDSelectorBatch(allowed)
             if isinstance(self._faiss, faiss.IndexIVF):
-                params = faiss.SearchParametersIVF(sel=sel, nprobe=self.config.ann_nprobe)
+                params = faiss.SearchParametersIVF(sel=sel, nprobe=self.config.ann_nprobe)  # type: ignore[call-arg]
             else:
-                params = faiss.SearchParameters(sel=sel)
+                params = faiss.SearchParameters(sel=sel)  # type: ignore[call-arg]
         scores, ids = self._faiss.search(q[None, :], n, params=params)
         keep = ids[0] >= 0
         return ids[0][keep].astype(np.int64), scores[0][keep], q
@@ -472,8 +473,8 @@ class Index:
         if allowed is not None and not len(allowed):
             return []
         pool = max(self.config.candidates, k)
-        lex_scores = self._bm25.scores(query) if mode != "dense" else None
-        lex_ids = self._bm25_top(lex_scores, pool, allowed) if lex_scores is not None else np.zeros(0, np.int64)
+        lex_scores = self._bm25.scores(query) if mode != "dense" else np.zeros(0, np.float32)
+        lex_ids = self._bm25_top(lex_scores, pool, allowed) if mode != "dense" else np.zeros(0, np.int64)
         if mode == "bm25":
             return [Hit(self.chunks[i], float(lex_scores[i]), "bm25", r, None)
                     for r, i in enumerate(lex_ids[:k].tolist(), 1)]

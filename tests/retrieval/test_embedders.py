@@ -56,3 +56,21 @@ def test_finetune_smoke(tmp_path: Path, tiny_static: Path) -> None:
     assert report["train"] == 32 and report["steps"] == 8
     assert (tmp_path / "ft" / "static.json").is_file()
     assert StaticEmbedder(tmp_path / "ft").encode(["x"]).shape == (1, 16)
+
+
+def test_finetune_transformer_smoke(tmp_path: Path) -> None:
+    """One optimisation step of MiniLM itself: the slow path works end to end."""
+    from retrieval.finetune import Args, finetune
+
+    src = tmp_path / "pkg"
+    src.mkdir()
+    (src / "mod.py").write_text("\n".join(
+        f'def op_{i}(x):\n    """Apply operation number {i} to the input."""\n    return x + {i}\n'
+        for i in range(12)))
+    report = finetune(Args(base="minilm", out=tmp_path / "ft", roots=[src], dev_pairs=4,
+                           batch_size=4, epochs=0.5, doc_tokens=32, decontaminate=False),
+                      log_fn=lambda _: None)
+    assert report["steps"] == 1
+    assert (tmp_path / "ft" / "modules.json").is_file()
+    emb = load_embedder(str(tmp_path / "ft"))
+    assert emb.encode(["x"]).shape == (1, 384)
