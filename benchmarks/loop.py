@@ -108,18 +108,22 @@ def main() -> None:
     absorb = absorb_while_training(out, args)
     lost = sum(max(0, t["extra"]["acknowledged"] - t["extra"]["stored"]) for t in turns)
     print(f"{'turn':>4} {'ver':>4} {'events':>7} {'refused':>8} {'show':>6} {'accept':>7} "
-          f"{'reward':>8} {'collect':>8} {'train':>6} {'gate':>6} {'total':>7} shipped")
+          f"{'reward':>8} {'held-out':>9} {'collect':>8} {'train':>6} {'gate':>6} {'total':>7} "
+          f"shipped")
     for t in turns:
         print(f"{t['turn']:>4} {t['deployed']:>4} {t['events']:>7} {t['off_policy_refused']:>8} "
               f"{t['show_rate']:>6.3f} {t['accept_rate']:>7.3f} {t['reward_per_request']:>+8.4f} "
+              f"{t['extra']['gate_reward_deployed']:>+9.4f} "
               f"{t['collect_s']:>7.1f}s {t['train_s']:>5.1f}s {t['gate_swap_s']:>5.1f}s "
               f"{t['turnaround_s']:>6.1f}s {t['shipped']}")
     print(f"absorbed {absorb['events_per_s']} events/s while training "
           f"({absorb['stored']} events in {absorb['absorb_seconds']}s)")
     keys = ("events", "off_policy_refused", "show_rate", "accept_rate", "reward_per_request",
             "turnaround_s", "collect_s", "train_s", "gate_swap_s", "shipped", "deployed")
+    extra = ("gate_reward_deployed", "gate_reward_candidate")
     summary = {
-        "turns": [{k: t[k] for k in keys} for t in turns],
+        "turns": [{**{k: t[k] for k in keys}, **{k: t["extra"].get(k) for k in extra}}
+                  for t in turns],
         "median_turnaround_s": round(statistics.median(t["turnaround_s"] for t in turns), 2),
         "events_per_s": absorb["events_per_s"],
         "events_lost": lost + absorb["lost"],

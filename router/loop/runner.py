@@ -243,6 +243,10 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     result = gate.check(store.path(report.version), report.version, store.path(deployed),
                         deployed)
     row.gate = result.reason
+    # the same fixed held-out replays every turn: comparable across turns, unlike the live
+    # reward, which depends on which edits the users happened to make
+    row.extra.update(gate_reward_deployed=round(result.reward_deployed, 4),
+                     gate_reward_candidate=round(result.reward_candidate, 4))
     events.record_deploy(str(report.version), "gate_passed" if result.passed else "gate_failed",
                          reason=result.reason, parent=deployed)
     if result.passed:
