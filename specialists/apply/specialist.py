@@ -60,8 +60,10 @@ class ApplySpecialist(Specialist):
     def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
                  model: str | None = None, model_options: Mapping[str, Any] | None = None,
                  **options: Any) -> None:
+        if options:  # a misspelt option must fail at load, not silently do nothing
+            raise TypeError(f"unknown options: {', '.join(sorted(options))}")
         super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
-                         model=model, model_options=dict(model_options or {}), **options)
+                         model=model, model_options=dict(model_options or {}))
         self.apply_options = ApplyOptions(max_delete_share=max_delete_share, parse_check=parse_check,
                                           fuzzy=fuzzy)
         self.model_name = model

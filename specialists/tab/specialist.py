@@ -56,7 +56,9 @@ class TabSpecialist(Specialist):
                  threads: int = 1, context_tokens: int = 128, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, **options: Any) -> None:
-        super().__init__(**options)
+        if options:  # a misspelt option must fail at load, not silently do nothing
+            raise TypeError(f"unknown options: {', '.join(sorted(options))}")
+        super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
         self.use_lm = use_lm

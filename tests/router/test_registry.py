@@ -84,3 +84,17 @@ def test_broken_specialist_is_not_ready_but_server_serves(tmp_path: Path) -> Non
         r = _ask(base, "hi")
         assert r.status_code == 503
         assert "talker" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("block", [
+    {"class": "specialists.tab:TabSpecialist", "options": {"chekpoint": "x"}},
+    {"class": "specialists.apply.specialist:ApplySpecialist", "options": {"max_delete": 0.5}},
+    {"class": "retrieval.specialist:RetrievalSpecialist", "options": {"chunk_sise": 10}},
+])
+def test_shipped_specialists_refuse_unknown_options(block: dict) -> None:
+    """A misspelt option fails at load with its key path instead of silently doing nothing."""
+    from router.config import parse_config
+
+    config = parse_config({"specialists": {"s": block}}, env={})
+    with pytest.raises(ConfigError, match=r"specialists\.s\.options: unknown options"):
+        Registry.from_config(config.specialists)
