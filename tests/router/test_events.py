@@ -207,3 +207,24 @@ def test_feedback_http_api(tmp_path: Path) -> None:
         assert batch.status_code == 200
         statuses = [(r["status"], r.get("status_code")) for r in batch.json()["results"]]
         assert statuses == [("recorded", None), ("error", 409), ("error", 404)]
+
+
+def test_version_stats_and_deploy_log(store: EventStore) -> None:
+    store.record_action(act("a", "v1"))
+    store.record_action(act("b", "v1"))
+    store.record_action(act("c", "v1", shown=False))
+    store.record_action(act("d", "v2"))
+    store.record_feedback(Feedback("a", "accepted"))
+    store.record_feedback(Feedback("b", "rejected"))
+    stats = {row["version"]: row for row in store.version_stats()}
+    assert set(stats) == {"v1"}  # v2 has no label yet
+    v1 = stats["v1"]
+    assert v1["events"] == 3 and v1["show_rate"] == pytest.approx(2 / 3)
+    assert v1["accept_rate"] == pytest.approx(0.5)
+    assert v1["reward_per_request"] == pytest.approx((0.75 - 0.25 + 0.0) / 3)
+    store.record_deploy("v2", "deploy", previous="v1")
+    store.record_deploy("v2", "turn", turnaround_s=12.5)
+    log = store.deploy_log()
+    assert [e["event"] for e in log] == ["turn", "deploy"] and log[0]["turnaround_s"] == 12.5
+    with pytest.raises(Conflict, match="already used"):
+        store.record_action(act("a", "v1"))
