@@ -19,6 +19,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> dict:
     def rl(req, obs):
         return policy.act(obs, sample=False).suggestion
 
-    deciders = {  # name: (decider, the observations it is scored on, what its latency runs)
+    # name: (decider, the observations it is scored on, what its latency run computes)
+    deciders: dict[str, tuple[Any, ObservationCache, ObserveConfig]] = {
         "always": (B.always, cache_lm, lm_only),
         "copilot_filter": (copilot, cache_lm, lm_only),
         "confidence": (B.confidence(tau_c), cache_lm, lm_only),

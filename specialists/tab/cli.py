@@ -18,7 +18,7 @@ __all__ = ["register", "main"]
 def _add_dataclass(parser: argparse.ArgumentParser, cls: type) -> None:
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
         if isinstance(default, bool):
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default)
         elif isinstance(default, (list, tuple)):

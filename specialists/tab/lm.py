@@ -157,8 +157,9 @@ class TabLM:
         model = AutoModelForCausalLM.from_pretrained(str(self.path), local_files_only=True)
         model.eval()
         self.model = model
-        self.net = _FastGPT2(model) if model.config.model_type == "gpt2" else _HFModel(model)
-        self.context_tokens = min(self.context_tokens, self.net.max_positions - self.score_tokens - self.gen_tokens - 2)
+        self.net: _FastGPT2 | _HFModel = _FastGPT2(model) if model.config.model_type == "gpt2" else _HFModel(model)
+        room = int(self.net.max_positions or 2048) - self.score_tokens - self.gen_tokens - 2
+        self.context_tokens = min(self.context_tokens, room)
         vocab = self.tokenizer.get_vocab_size()
         self.token_text = np.array([self.tokenizer.decode([i]) for i in range(vocab)], dtype=object)
         self.newline_tokens = np.array(["\n" in t for t in self.token_text])

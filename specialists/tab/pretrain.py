@@ -200,7 +200,8 @@ def pretrain(args: PretrainArgs) -> dict:
     config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
                         n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
                         tie_word_embeddings=True)
-    model = GPT2LMHeadModel(config).to(device)
+    model = GPT2LMHeadModel(config)
+    model.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() narrowly
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]

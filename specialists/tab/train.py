@@ -100,7 +100,11 @@ def train(args: Args) -> dict[str, Any]:
     # One pass showing nothing fills the cache and gives the feature scales.
     t0 = time.time()
     seen: list = []
-    run(train_pairs, lambda req, obs: seen.append(obs) or None, cache)
+
+    def collect(req, obs):
+        seen.append(obs)  # show nothing: the replay visits every trigger point
+
+    run(train_pairs, collect, cache)
     policy = TabPolicy(PolicyConfig(hidden_size=lm.hidden_size if lm else 0, width=args.width, lr=args.lr,
                                     ent_coef=args.ent_coef, vf_coef=args.vf_coef,
                                     normalize_advantages=args.normalize_advantages), seed=args.seed)
