@@ -31,6 +31,10 @@ def failure_kind(rec: dict[str, Any]) -> str:
         reason = (rec.get("reason") or "").lower()
         if "abstain" in reason:
             return "abstained (all steps)"
+        if "the merge" in reason:
+            return "merge check rejected"
+        if "does not parse" in reason or "verification" in reason:
+            return "verification failed"
         if "search" in reason:
             return "search/replace no match"
         return "failed"
