@@ -58,6 +58,7 @@ class Weights:
 
 DEFAULT_WEIGHTS = Weights()
 _MAX_NODES = 4000
+_BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
 _EPS = 1e-9
 
 
@@ -260,6 +261,7 @@ class _Merger:
                     pairs.append((j, found[0], self.wt.boundary if sk.boundary[j] else 1.0))
         self.scount = counts
         skeleton = _heaviest_chain(pairs, self.n)
+        self._check_dropped_anchors(pairs, skeleton)
         for j, p in skeleton:
             self.sm[j] = p
         self.shift = self._estimate_shift(skeleton)
@@ -270,6 +272,17 @@ class _Merger:
                 self._align_gap(ja, pa, jb, pb)
         self._extend()
         return self._fixed()
+
+    def _check_dropped_anchors(self, pairs: list[tuple[int, int, float]],
+                               skeleton: list[tuple[int, int]]) -> None:
+        """A block's edge line next to a marker, found once in the original and once in the
+        sketch, left out of the chain: the other anchors put the block somewhere this line
+        says it is not (new code copying old lines, usually). The sketch contradicts itself."""
+        kept = {j for j, _ in skeleton}
+        for j, _, weight in pairs:
+            if weight >= self.wt.boundary and j not in kept:
+                raise Abstain("the sketch's anchors disagree on where a block goes",
+                              self.sk.span(j, j))
 
     def _fixed(self) -> list[tuple[int, int]]:
         out = [(-1, -1)]
@@ -479,7 +492,8 @@ class _Merger:
         gone = [p for p in range(pa + 1, pb) if self.ok[p]]
         if not gone:
             return
-        if self._anchored_run(ja, pa, -1) and self._anchored_run(jb, pb, 1):
+        need = 1 if len(gone) <= _BIG_DELETION else 2
+        if self._anchored_run(ja, pa, -1, need) and self._anchored_run(jb, pb, 1, need):
             return
         new = [self.sk.keys[j] for j in range(ja + 1, jb) if self.sk.keys[j]]
         if _rewrites(new, [self.ok[p] for p in gone]) or self._rewrites_body(ja, pa, pb):
@@ -507,13 +521,15 @@ class _Merger:
         """A line found once in the original and once in the sketch: it pins its match."""
         return len(self.pos.get(key, ())) == 1 and self.scount.get(key) == 1
 
-    def _anchored_run(self, j: int, p: int, step: int) -> bool:
+    def _anchored_run(self, j: int, p: int, step: int, need: int = 1) -> bool:
         """Whether the diagonal run of matches through (j, p), walking by ``step``, holds a line
         that occurs once in the original and once in the sketch."""
         sk = self.sk
         while 0 <= j < self.m and sk.kinds[j] == LineKind.CODE and self.sm[j] == p:
             if sk.keys[j] and self._unique(sk.keys[j]):
-                return True
+                need -= 1
+                if need <= 0:
+                    return True
             j += step
             p += step
         return False
@@ -917,7 +933,7 @@ class _Merger:
         if not matched:
             raise Abstain("a block between two markers matches no line of the original", span)
         for j, (ratio, p) in matched.items():
-            rivals = [q for r, q in best[j][1:] if r > ratio - 0.05 and q != p]
+            rivals = [q for r, q in best[j][1:] if r > ratio - 0.1 and q != p]
             if rivals:
                 raise Abstain("a block between two markers is similar to more than one place", span)
         positions = [p for _, p in (matched[j] for j in js if j in matched)]
