@@ -58,6 +58,9 @@ class EvalRoute(_Strict):
     """learned: overrides the threshold calibrated for the target cost."""
     cheap: str | None = None
     strong: str | None = None
+    model_applier: str | None = None
+    """``package.module:factory``: called with no arguments, returns the model-based applier
+    ``(original, sketch, language, path) -> ApplyResult`` tried after an abstained sketch."""
     description: str = ""
 
     @model_validator(mode="after")

@@ -91,7 +91,8 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
     main = cfg.main_config()
     frontier = FrontierClient(main.models, main.frontier, main.env_refs)
     latency = cfg.latency_models()
-    pipelines = {name: EditPipeline(frontier, r.targets, route=name, latency=latency)
+    pipelines = {name: EditPipeline(frontier, r.targets, route=name, latency=latency,
+                                    model_applier=_factory(r.model_applier))
                  for name, r in cfg.routes.items() if r.policy != "learned"}
     classifiers = {name: RouteClassifier.load(r.classifier or "")
                    for name, r in cfg.routes.items() if r.policy == "learned" and name in routes}
@@ -120,6 +121,21 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
             "latency_models": {n: m.latency.model_dump() for n, m in cfg.models.items()},
             "summary": summarise_edit(records, routes, cfg, suite.baseline),
             "tasks": records}
+
+
+def _factory(spec: str | None) -> Any:
+    if not spec:
+        return None
+    import importlib
+
+    from router.errors import ConfigError
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"model_applier: cannot import {spec!r}: {exc}") from exc
+    return factory()
 
 
 def _p(values: list[float], q: float) -> float:

@@ -249,3 +249,21 @@ def test_merge_checks_catch_invented_lines_and_unshown_deletions() -> None:
     assert "neither shows" in (_unexplained_deletion(BEFORE, lost_main, sketch) or "")
     named = sketch + "# remove main\n"
     assert _unexplained_deletion(BEFORE, lost_main, named) is None
+
+
+def test_model_applier_runs_after_an_abstain_before_search_replace(
+        client: FrontierClient, fake: FakeFrontier) -> None:
+    from specialists.apply import ApplyResult
+
+    seen = []
+
+    def model_applier(original, sketch, language, path):  # type: ignore[no-untyped-def]
+        seen.append(sketch)
+        return ApplyResult("applied", merged=AFTER, path=path)
+
+    fake.push(fenced(UNPLACEABLE))
+    pipeline = EditPipeline(client, ["fake"], model_applier=model_applier)
+    assert pipeline.chain("cascade") == ["sketch", "model_apply", "search_replace", "whole_file"]
+    result = run(pipeline, EditRequest("doc", texts={"app.py": BEFORE}))
+    assert result.status == "applied" and result.format == "model_apply"
+    assert seen == [UNPLACEABLE] and len(fake.requests) == 1, "no second frontier call"
