@@ -144,7 +144,8 @@ def test_structure_resolves_what_lines_cannot() -> None:
 
 def test_mass_deletion_abstains() -> None:
     big = "".join(f"line_{i} = {i}\n" for i in range(100))
-    sketch = "line_0 = 0\nline_99 = 99\n"  # no marker: would delete 98 lines
+    # No marker: would delete 96 lines (two pinned lines a side make the deletion certain).
+    sketch = "line_0 = 0\nline_1 = 1\nline_98 = 98\nline_99 = 99\n"
     result = apply_sketch(big, sketch + "# ...\n", path="big.py")
     assert result.status == "abstained" and "delete" in (result.reason or "")
     relaxed = apply_sketch(big, sketch + "# ...\n", path="big.py",
@@ -289,3 +290,70 @@ def test_several_files_in_one_request(tmp_path: Path) -> None:
     patched = _git_apply(tmp_path, originals, combined_diff(results))
     for edit, result in zip(edits, results):
         assert patched[edit.path] == (result.merged if result.applied else edit.original)
+
+
+# ---- abstain instead of a silent wrong answer (issue 4: silent deletion is the worst) ----
+
+COPIES = (
+    "def first():\n    setup()\n    run(1)\n    check(1)\n    teardown()\n\n\n"
+    "def second():\n    setup()\n    run(2)\n    check(2)\n    teardown()\n"
+)
+
+
+def test_copied_lines_do_not_delete_the_code_they_copy() -> None:
+    # A new function that copies lines of an old one, anchored above only by a blank line:
+    # matching the copies would delete the old body between them. Either the new function
+    # goes in whole and nothing is lost, or the applier abstains.
+    sketch = "# ...\n    teardown()\n\n\ndef third():\n    setup()\n    run(3)\n    check(3)\n"
+    result = apply_sketch(COPIES, sketch, path="c.py")
+    if result.applied:
+        assert result.merged == COPIES + "\n\ndef third():\n    setup()\n    run(3)\n    check(3)\n"
+
+
+def test_uncertain_implicit_deletion_abstains() -> None:
+    # "setup()" and "check(2)" repeat: which lines between them go is not certain.
+    sketch = "# ...\n    setup()\n    check(2)\n# ...\n"
+    result = apply_sketch(COPIES, sketch, path="c.py")
+    assert not result.applied and result.reason
+
+
+def test_pinned_implicit_deletion_applies() -> None:
+    sketch = "# ...\ndef second():\n    setup()\n    check(2)\n    teardown()\n"
+    result = apply_sketch(COPIES, sketch, path="c.py")
+    assert result.applied, result.reason
+    assert result.merged == COPIES.replace("    run(2)\n", "")
+
+
+def test_marker_shallower_than_the_code_it_keeps_abstains() -> None:
+    # y2() may replace y() or go before it: a marker at the if's level cannot stand for
+    # the rest of the if's body, so keeping y() is a guess.
+    original = "def f():\n    if a:\n        x()\n        y()\n    z()\n"
+    sketch = "# ...\n    if a:\n        x()\n        y2()\n    # ...\n"
+    result = apply_sketch(original, sketch, path="f.py")
+    assert not result.applied
+    assert "indentation" in (result.reason or "")
+
+
+def test_full_definition_replaces_its_last_line() -> None:
+    sketch = "def first():\n    setup()\n    run(1)\n    check(1)\n    teardown(force=True)\n# ...\n"
+    result = apply_sketch(COPIES, sketch, path="c.py")
+    assert result.applied, result.reason
+    assert result.merged == COPIES.replace("teardown()", "teardown(force=True)", 1)
+
+
+def test_changed_header_over_its_body_replaces_the_header_only() -> None:
+    sketch = "# ...\ndef second(x):\n    # ... existing code ...\n"
+    result = apply_sketch(COPIES, sketch, path="c.py")
+    assert result.applied, result.reason
+    assert result.merged == COPIES.replace("def second():", "def second(x):")
+
+
+def test_sketch_decides_a_final_newline_it_writes() -> None:
+    result = apply_sketch("a = 1\nb = 2", "# ...\nb = 3\n", path="f.py")
+    assert result.applied and result.merged == "a = 1\nb = 3\n"
+
+
+def test_spaces_to_tabs_in_the_files_style_is_kept() -> None:
+    original = "func f() {\n\tx := 1\n    y := 2\n\treturn\n}\n"
+    result = apply_sketch(original, "// ...\n\tx := 1\n\ty := 3\n\treturn\n}\n", path="f.go")
+    assert result.applied and result.merged == "func f() {\n\tx := 1\n\ty := 3\n\treturn\n}\n"

@@ -81,3 +81,16 @@ def test_go_sketch_uses_slash_comments() -> None:
     sketch = make_sketch(before, after, "go", k=1)
     assert "// " in sketch.text
     assert apply_sketch(before, sketch.text, language="go").merged == after
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_a_final_newline_added_by_the_commit_is_shown(k: int) -> None:
+    # The commit's only change at the end is the newline: a sketch that hid the last line
+    # under a marker could not say so, and no applier could get the file right.
+    before = AFTER.rstrip("\n").replace("data.strip()", "data")
+    after = AFTER
+    sketch = make_sketch(before, after, "python", k=k, seed=k)
+    assert sketch.text.rstrip("\n").endswith("return os.path.getsize(path)")
+    result = apply_sketch(before, sketch.text, language="python")
+    assert result.applied, (result.reason, sketch.text)
+    assert result.merged == after
