@@ -5,7 +5,7 @@ training projects' files (the newest version of each path in their commit data);
 and dev projects are never read. The recipe is sized for a 2-core CPU within an hour
 (CALIBRATION.md: a few M parameters, ~25 minutes); on a GPU the same script runs faster.
 
-    complement tab pretrain --out specialists/tab/checkpoint --minutes 25
+    complement tab pretrain --out runs/tab_pretrain --minutes 25
 
 Writes ``tokenizer.json``, ``config.json``, ``model.safetensors`` and ``pretrain.json``
 (the figures the model card quotes) into ``--out``.
@@ -29,8 +29,9 @@ EOS = "<|endoftext|>"
 
 @dataclass
 class PretrainArgs:
-    out: str = "specialists/tab/checkpoint"
-    """Directory the tokenizer and model are written to."""
+    out: str = "runs/tab_pretrain"
+    """Directory the tokenizer and model are written to (copy them into the shipped
+    checkpoint by hand: the policy head must then be retrained on the new LM)."""
     data: str = "../shared/data/commits"
     """Directory of ``NAME.jsonl.gz`` commit files; the training projects' files join the corpus."""
     projects: tuple[str, ...] = ()

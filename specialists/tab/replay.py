@@ -223,7 +223,7 @@ class Session:
     """
 
     def __init__(self, pair: Pair, reward: RewardConfig | None = None, timing: Timing | None = None,
-                 max_recent: int = 5, min_typed_for_accept: int = 1) -> None:
+                 max_recent: int = 5) -> None:
         self.pair = pair
         self.reward = reward or RewardConfig()
         self.timing = timing or Timing()
@@ -249,7 +249,7 @@ class Session:
         """Yield (hunk index, k) at each request; k = -1 is before the deletion."""
         for hi, h in enumerate(self.hunks):
             self.clock += self.timing.move_to_hunk
-            self._begin_hunk(hi)
+            self._deleted, self._k, self._skip_to = False, 0, None
             if h.old:
                 yield hi, -1
                 if self._skip_to is not None:  # an accepted rewrite did (part of) the hunk
@@ -258,11 +258,6 @@ class Session:
                 self.clock += self.timing.delete
             self._delete(hi)
             yield from self._type(hi, 0, ask_first=True)
-
-    def _begin_hunk(self, hi: int) -> None:
-        self._deleted = False
-        self._k = 0
-        self._skip_to = None
 
     def _delete(self, hi: int) -> None:
         h = self.hunks[hi]
