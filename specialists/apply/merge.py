@@ -599,8 +599,7 @@ class _Merger:
                     and all(not self.ok[p] for p in range(pa + 1, pb))):
                 self._keep(pa + 1, pb, out, origin)  # blank lines the sketch dropped or merged
                 return
-            self._delete(pa + 1, pb, by_remove=False, dry=dry)
-            self._emit_new(new, out, origin)
+            self._replace_run(pa + 1, pb, new, out, origin, dry)
             return
         first, last = seps[0], seps[-1]
         lo, hi = pa + 1, pb
@@ -627,6 +626,36 @@ class _Merger:
         else:
             self._emit_floating(seps, lo, hi, out, origin, dry)
         self._emit_new(post, out, origin)
+
+    def _replace_run(self, lo: int, hi: int, new: list[int], out: list[str], origin: list[int],
+                     dry: bool) -> None:
+        """Original lines lo..hi give way to the sketch lines ``new``. A blank run at either
+        end that the sketch wrote shorter keeps its original length: sketch writers drop a
+        blank line (aider sees the same), they do not mean to delete it."""
+        ok, keys = self.ok, self.sk.keys
+        lead_o = 0
+        while lo + lead_o < hi and not ok[lo + lead_o]:
+            lead_o += 1
+        lead_s = 0
+        while lead_s < len(new) and not keys[new[lead_s]]:
+            lead_s += 1
+        if lead_o > lead_s and lo + lead_o < hi and lead_s < len(new):
+            self._keep(lo, lo + lead_o, out, origin)
+            lo, new = lo + lead_o, new[lead_s:]
+        tail_o = 0
+        while hi - tail_o - 1 >= lo and not ok[hi - tail_o - 1]:
+            tail_o += 1
+        tail_s = 0
+        while tail_s < len(new) and not keys[new[len(new) - 1 - tail_s]]:
+            tail_s += 1
+        keep_tail = tail_o > tail_s and hi - tail_o > lo and tail_s < len(new)
+        if keep_tail:
+            new = new[:len(new) - tail_s]
+            hi -= tail_o
+        self._delete(lo, hi, by_remove=False, dry=dry)
+        self._emit_new(new, out, origin)
+        if keep_tail:
+            self._keep(hi, hi + tail_o, out, origin)
 
     def _trim_blanks(self, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:
         """Unmatched blank lines next to a marker that the kept span starts (ends) with too:

@@ -357,3 +357,9 @@ def test_spaces_to_tabs_in_the_files_style_is_kept() -> None:
     original = "func f() {\n\tx := 1\n    y := 2\n\treturn\n}\n"
     result = apply_sketch(original, "// ...\n\tx := 1\n\ty := 3\n\treturn\n}\n", path="f.go")
     assert result.applied and result.merged == "func f() {\n\tx := 1\n\ty := 3\n\treturn\n}\n"
+
+
+def test_blank_line_dropped_next_to_a_rewrite_is_kept() -> None:
+    original = "x = 1\n\n\n# old note\ny = 2\n"
+    result = apply_sketch(original, "# ...\nx = 1\n\n# new note\ny = 2\n", path="f.py")
+    assert result.applied and result.merged == "x = 1\n\n\n# new note\ny = 2\n"
