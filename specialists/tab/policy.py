@@ -117,6 +117,8 @@ class TabPolicy:
         self.net = _net(self.config)
         self.version = version
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
+        self.trained_with: dict[str, Any] = {}
+        """The training arguments saved with a loaded policy (LM prompt length and the like)."""
         self._gen = torch.Generator().manual_seed(seed)
 
     # -- acting ------------------------------------------------------------------------
@@ -233,4 +235,5 @@ class TabPolicy:
                      version=int(info["version"]))
         policy.net.load_state_dict(load_file(str(p / "policy.safetensors")))
         policy.net.eval()
+        policy.trained_with = dict(info.get("train_args") or {})
         return policy

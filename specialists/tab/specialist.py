@@ -53,7 +53,7 @@ class TabSpecialist(Specialist):
     kind = "tab"
 
     def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
-                 threads: int = 1, context_tokens: int = 128, window_before: int = 24_000,
+                 threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, **options: Any) -> None:
         if options:  # a misspelt option must fail at load, not silently do nothing
@@ -64,6 +64,7 @@ class TabSpecialist(Specialist):
         self.use_lm = use_lm
         self.threads = threads
         self.context_tokens = context_tokens
+        """LM prompt length; default: what the policy was trained with (its features depend on it)."""
         self.window_before = window_before
         self.window_after = window_after
         self.max_recent_edits = max_recent_edits
@@ -81,9 +82,11 @@ class TabSpecialist(Specialist):
         from specialists.tab.lm import TabLM
         from specialists.tab.policy import TabPolicy
 
+        self.policy = TabPolicy.load(self.policy_path)
+        if self.context_tokens is None:
+            self.context_tokens = int(self.policy.trained_with.get("context_tokens", 64))
         if self.use_lm:
             self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads).load()
-        self.policy = TabPolicy.load(self.policy_path)
         if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
             raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
                                   f"{self.policy.config.hidden_size}; the LM has "

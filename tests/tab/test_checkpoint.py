@@ -17,6 +17,8 @@ def test_shipped_specialist_answers() -> None:
 
     spec = TabSpecialist()
     spec.setup()
+    # the LM reads as many tokens as the policy was trained on: its features depend on it
+    assert spec.lm.context_tokens == spec.policy.trained_with["context_tokens"] == 64
     file = "def area(w, h):\n    return w * h\n\n\ndef volume(w, h, d):\n    return w * h"
     result = spec.answer({"file": file, "cursor": len(file), "language": "python"})
     assert result.meta["policy_version"] == spec.policy.version > 0
