@@ -244,6 +244,7 @@ class _Merger:
         self._defs: set[tuple[str, str]] | None = None
         self.shift = 0
         self.fuzzy = 0
+        self.faithful = True
 
     # ---- anchoring -------------------------------------------------------------------
 
@@ -271,7 +272,24 @@ class _Merger:
             if jb - ja > 1:
                 self._align_gap(ja, pa, jb, pb)
         self._extend()
+        self.faithful = self._faithful_indentation()
         return self._fixed()
+
+    def _faithful_indentation(self) -> bool:
+        """Whether the sketch copies the file's indentation bytes (most matched indented lines
+        agree byte for byte): then its own bytes are trusted, a spaces-to-tabs fix included;
+        otherwise the writer converted them, and the file's style is put back."""
+        if self.shift:
+            return False
+        same = total = 0
+        for j, p in enumerate(self.sm):
+            if p >= 0 and self.ok[p] and self.owidth[p]:
+                total += 1
+                raw, oraw = self.sk.raw[j], self.o.raw[p]
+                same += raw[: len(raw) - len(raw.lstrip(" \t"))] == oraw[: len(oraw) - len(oraw.lstrip(" \t"))]
+        if not total:
+            return self.sk.indent_char == self.o.indent_char
+        return 2 * same >= total
 
     def _check_dropped_anchors(self, pairs: list[tuple[int, int, float]],
                                skeleton: list[tuple[int, int]]) -> None:
@@ -568,7 +586,7 @@ class _Merger:
             # The sketch's own bytes when it writes in the file's style and unshifted: a
             # spaces-to-tabs fix is an edit; a sketch in another style mangled them.
             indent = o_indent
-            if not self.shift and self.sk.indent_char == self.o.indent_char:
+            if self.faithful:
                 indent = s_indent
             line = indent + sraw.lstrip(" \t")
         else:
@@ -584,7 +602,7 @@ class _Merger:
 
     def _new_line(self, j: int) -> str:
         line = self.sk.raw[j]
-        if self.shift or self.sk.indent_char != self.o.indent_char:
+        if not self.faithful:
             line = reindent(line, self.sk.widths[j] - self.shift, self.o.indent_char)
         return line + "\r" if self.o.crlf else line
 

@@ -363,3 +363,11 @@ def test_blank_line_dropped_next_to_a_rewrite_is_kept() -> None:
     original = "x = 1\n\n\n# old note\ny = 2\n"
     result = apply_sketch(original, "# ...\nx = 1\n\n# new note\ny = 2\n", path="f.py")
     assert result.applied and result.merged == "x = 1\n\n\n# new note\ny = 2\n"
+
+
+def test_new_lines_keep_the_sketchs_bytes_when_it_copies_the_files() -> None:
+    # A mixed file (spaces in a template, tabs in code): the sketch copies the tab lines
+    # byte for byte, so its new tab-indented line is taken as written.
+    original = "var t = `\n    a\n    b\n    c\n`\n\nfunc f() {\n\tx()\n\ty()\n}\n"
+    result = apply_sketch(original, "// ...\nfunc f() {\n\tx()\n\tz()\n\ty()\n}\n", path="f.go")
+    assert result.applied and "\n\tz()\n" in (result.merged or "")
