@@ -133,6 +133,9 @@ class StaticEmbedder:
         self.path = Path(path)
         meta = json.loads((self.path / "static.json").read_text())
         self.table = np.load(self.path / "embeddings.npy").astype(np.float32)  # (V, d)
+        # an asymmetric model has a second table for queries (natural language side)
+        q_path = self.path / "query_embeddings.npy"
+        self.query_table = np.load(q_path).astype(np.float32) if q_path.is_file() else self.table
         self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
@@ -145,10 +148,11 @@ class StaticEmbedder:
         encs = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)
         return [e.ids[: self.max_tokens] for e in encs]
 
-    def encode(self, texts: Sequence[str]) -> "np.ndarray":
+    def encode(self, texts: Sequence[str], table: "np.ndarray | None" = None) -> "np.ndarray":
         import numpy as np
         from scipy import sparse
 
+        table = self.table if table is None else table
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         ids = self.token_ids(texts)
@@ -156,11 +160,14 @@ class StaticEmbedder:
         indptr = np.concatenate([[0], np.cumsum(lengths)])
         cols = np.fromiter((t for seq in ids for t in seq), dtype=np.int64, count=int(indptr[-1]))
         vals = np.ones(len(cols), dtype=np.float32)
-        bag = sparse.csr_matrix((vals, cols, indptr), shape=(len(ids), self.table.shape[0]))
-        return _normalise(bag @ self.table)
+        bag = sparse.csr_matrix((vals, cols, indptr), shape=(len(ids), table.shape[0]))
+        return _normalise(bag @ table)
+
+    def encode_queries(self, texts: Sequence[str]) -> "np.ndarray":
+        return self.encode(texts, self.query_table)
 
     def encode_query(self, text: str) -> "np.ndarray":
-        return self.encode([text])[0]
+        return self.encode([text], self.query_table)[0]
 
 
 class HashingEmbedder:
@@ -242,7 +249,7 @@ def distill_static(out_dir: str | Path, teacher: str | Path | None = None, dim: 
 
 
 def save_static(out_dir: str | Path, table: "np.ndarray", tokenizer_json: Path,
-                meta: dict[str, Any]) -> Path:
+                meta: dict[str, Any], query_table: "np.ndarray | None" = None) -> Path:
     """Write a static model directory atomically (temp dir, then rename)."""
     import shutil
     import tempfile
@@ -253,8 +260,12 @@ def save_static(out_dir: str | Path, table: "np.ndarray", tokenizer_json: Path,
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=out.name + ".tmp-", dir=out.parent))
     np.save(tmp / "embeddings.npy", table.astype(np.float32))
+    digest = hashlib.blake2b(table.tobytes(), digest_size=8)
+    if query_table is not None:
+        np.save(tmp / "query_embeddings.npy", query_table.astype(np.float32))
+        digest.update(query_table.tobytes())
     shutil.copyfile(tokenizer_json, tmp / "tokenizer.json")
-    meta = {**meta, "fingerprint": hashlib.blake2b(table.tobytes(), digest_size=8).hexdigest()}
+    meta = {**meta, "fingerprint": digest.hexdigest()}
     (tmp / "static.json").write_text(json.dumps(meta, indent=1))
     if out.exists():
         old = out.with_name(out.name + ".old")

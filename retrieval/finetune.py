@@ -60,6 +60,8 @@ class Args:
     """function truncation (tokens)"""
     seed: int = 0
     """sampling and shuffling seed"""
+    asymmetric: bool = False
+    """train a separate token table for queries (docstrings) and for code"""
     decontaminate: bool = True
     """drop pairs whose docstring paragraph is also in the standard library"""
 
@@ -97,12 +99,13 @@ def load_pairs(args: Args) -> tuple[list[tuple[str, str]], list[tuple[str, str]]
     return train, dev, info
 
 
-def dev_mrr(encode: Callable[[list[str]], Any], dev: list[tuple[str, str]]) -> float:
+def dev_mrr(emb: Any, dev: list[tuple[str, str]]) -> float:
     """MRR@10 of each dev docstring against all dev functions."""
     import numpy as np
 
-    q = np.asarray(encode([a for a, _ in dev]))
-    d = np.asarray(encode([b for _, b in dev]))
+    encode_q = getattr(emb, "encode_queries", emb.encode)
+    q = np.asarray(encode_q([a for a, _ in dev]))
+    d = np.asarray(emb.encode([b for _, b in dev]))
     sims = q @ d.T  # (Q, D)
     correct = sims[np.arange(len(dev)), np.arange(len(dev))][:, None]
     ranks = (sims > correct).sum(axis=1) + 1
@@ -127,18 +130,23 @@ def _train_static(emb: StaticEmbedder, train: list[tuple[str, str]], args: Args,
     torch.manual_seed(args.seed)
     table = torch.nn.EmbeddingBag.from_pretrained(torch.from_numpy(emb.table.copy()),
                                                   freeze=False, mode="mean")
+    q_table = table
+    if args.asymmetric:
+        q_table = torch.nn.EmbeddingBag.from_pretrained(
+            torch.from_numpy(emb.query_table.copy()), freeze=False, mode="mean")
     emb.max_tokens = args.query_tokens
     q_ids = emb.token_ids([a for a, _ in train])
     emb.max_tokens = args.doc_tokens
     d_ids = emb.token_ids([b for _, b in train])
 
-    def bag(rows: list[list[int]]) -> Any:
+    def bag(rows: list[list[int]], which: Any = table) -> Any:
         rows = [r or [0] for r in rows]
         offsets = torch.tensor(np.cumsum([0] + [len(r) for r in rows[:-1]]), dtype=torch.long)
         flat = torch.tensor([t for r in rows for t in r], dtype=torch.long)
-        return F.normalize(table(flat, offsets), dim=-1)  # (B, d)
+        return F.normalize(which(flat, offsets), dim=-1)  # (B, d)
 
-    opt = torch.optim.Adam(table.parameters(), lr=args.lr)
+    params = list(table.parameters()) + (list(q_table.parameters()) if args.asymmetric else [])
+    opt = torch.optim.Adam(params, lr=args.lr)
     steps = int(args.epochs * len(train) / args.batch_size)
     order = list(range(len(train)))
     rng = random.Random(args.seed)
@@ -147,7 +155,7 @@ def _train_static(emb: StaticEmbedder, train: list[tuple[str, str]], args: Args,
         rng.shuffle(order)
         for s in range(0, len(order) - args.batch_size + 1, args.batch_size):
             batch = order[s: s + args.batch_size]
-            loss = _info_nce(bag([q_ids[i] for i in batch]), bag([d_ids[i] for i in batch]),
+            loss = _info_nce(bag([q_ids[i] for i in batch], q_table), bag([d_ids[i] for i in batch]),
                              args.temperature)
             opt.zero_grad()
             loss.backward()
@@ -158,7 +166,8 @@ def _train_static(emb: StaticEmbedder, train: list[tuple[str, str]], args: Args,
                        f"({time.perf_counter() - t0:.0f} s)")
             if step >= steps or time.perf_counter() - t0 >= args.max_seconds:
                 break
-    return table.weight.detach().numpy(), step
+    query = q_table.weight.detach().numpy() if args.asymmetric else None
+    return table.weight.detach().numpy(), query, step
 
 
 def _train_transformer(emb: SentenceTransformerEmbedder, train: list[tuple[str, str]],
@@ -198,14 +207,14 @@ def finetune(args: Args, log_fn: Callable[[str], None] = print) -> dict[str, Any
     train, dev, info = load_pairs(args)
     log_fn(f"pairs: {info}")
     emb = load_embedder(args.base)
-    before = dev_mrr(emb.encode, dev)
+    before = dev_mrr(emb, dev)
     log_fn(f"dev MRR@10 before: {before:.4f}")
     out = Path(args.out).expanduser()
     if isinstance(emb, StaticEmbedder):
-        table, steps = _train_static(emb, train, args, log_fn)
+        table, query_table, steps = _train_static(emb, train, args, log_fn)
         meta = {**emb.meta, "finetuned_from": emb.name, "recipe": "static+infonce",
                 "args": {k: str(v) for k, v in asdict(args).items()}}
-        save_static(out, table, emb.path / "tokenizer.json", meta)
+        save_static(out, table, emb.path / "tokenizer.json", meta, query_table)
         tuned: Any = StaticEmbedder(out)
     elif isinstance(emb, SentenceTransformerEmbedder):
         steps = _train_transformer(emb, train, args, log_fn)
@@ -214,7 +223,7 @@ def finetune(args: Args, log_fn: Callable[[str], None] = print) -> dict[str, Any
     else:
         raise ValueError(f"cannot fine-tune embedder {emb.name!r}: not static nor a "
                          "sentence-transformers model")
-    after = dev_mrr(tuned.encode, dev)
+    after = dev_mrr(tuned, dev)
     report = {"base": args.base, "out": str(out), "steps": steps, **info,
               "dev_mrr10_before": round(before, 4), "dev_mrr10_after": round(after, 4),
               "seconds": round(time.perf_counter() - t0, 1)}

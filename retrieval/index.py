@@ -27,7 +27,8 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from retrieval.chunker import Chunk, Chunker
 from retrieval.files import FileFilter, decode_source, scan
@@ -164,6 +165,7 @@ class Index:
         self.notice: str | None = None  # set when a stored index was unusable and dropped
         self._bm25: BM25Index | None = None
         self._faiss: Any = None
+        self._generation: str | None = None  # the generation this object reflects
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -173,7 +175,13 @@ class Index:
         with a message in ``.notice`` (and the log) and rebuilt by the next refresh."""
         index = cls(directory, config, embedder)
         try:
-            index._load()
+            try:
+                index._load()
+            except IndexCorrupt:
+                if index._pointer() == index._generation:
+                    raise
+                index._reset()  # a writer switched generations under us: read the new one
+                index._load()
         except IndexCorrupt as exc:
             index.notice = f"index at {index.directory} is unusable ({exc}); rebuilding it"
             log.warning("%s", index.notice)
@@ -193,6 +201,13 @@ class Index:
         self.vocab = Vocabulary()
         self.vectors, self.tree, self.file_skips, self.scan_skips = None, Tree(), {}, {}
         self._bm25 = self._faiss = None
+        self._generation = None
+
+    def _pointer(self) -> str | None:
+        try:
+            return (self.directory / "CURRENT").read_text().strip()
+        except OSError:
+            return None
 
     def _current(self) -> Path | None:
         pointer = self.directory / "CURRENT"
@@ -201,6 +216,7 @@ class Index:
                 raise IndexCorrupt("CURRENT is missing")
             return None
         name = pointer.read_text().strip()
+        self._generation = name
         gen = self.directory / name
         if not name.startswith("gen-") or not gen.is_dir():
             raise IndexCorrupt(f"CURRENT names {name!r}, which is not there")
@@ -264,7 +280,25 @@ class Index:
     # -- refreshing ---------------------------------------------------------------------
     def refresh(self, repo: str | Path, progress: Progress | None = None) -> RefreshStats:
         """Bring the index up to date with ``repo``: re-read changed files only, embed
-        only chunks whose content hash is new, then save atomically."""
+        only chunks whose content hash is new, then save atomically. Writers to one
+        directory take turns (a file lock); one that finds a newer generation on disk
+        than it loaded starts from that one."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with _locked(self.directory / ".lock"):
+            if self._pointer() != self._generation:
+                try:
+                    self._reset()
+                    self._load()
+                except IndexCorrupt as exc:
+                    self.notice = f"index at {self.directory} is unusable ({exc}); rebuilding it"
+                    self._reset()
+            try:
+                return self._refresh(repo, progress)
+            except BaseException:
+                self._generation = None  # memory may be ahead of disk: reload next time
+                raise
+
+    def _refresh(self, repo: str | Path, progress: Progress | None) -> RefreshStats:
         t0 = time.perf_counter()
         root = Path(repo).expanduser().resolve()
         if not root.is_dir():
@@ -547,6 +581,7 @@ class Index:
         pointer_tmp.write_text(name + "\n")
         _fsync(pointer_tmp)
         os.replace(pointer_tmp, self.directory / "CURRENT")  # the commit point
+        self._generation = name
         _fsync_dir(self.directory)
         self._cleanup(keep=name)
         return self.directory / name
@@ -562,6 +597,22 @@ class Index:
                 "files": len({c.path for c in self.chunks}), "languages": dict(langs),
                 "skipped": self._skip_counts(),
                 "embedder": self._embedder.name if self._embedder else self.config.embedder}
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (POSIX ``flock``; a no-op elsewhere)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 _FAISS_THREADS_SET = False

@@ -41,7 +41,8 @@ def test_minilm_loads_offline_from_the_package() -> None:
     assert v[0] @ v[1] > v[0] @ v[2]
 
 
-def test_finetune_smoke(tmp_path: Path, tiny_static: Path) -> None:
+@pytest.mark.parametrize("asymmetric", [False, True])
+def test_finetune_smoke(tmp_path: Path, tiny_static: Path, asymmetric: bool) -> None:
     from retrieval.finetune import Args, finetune
 
     src = tmp_path / "pkg"
@@ -51,11 +52,16 @@ def test_finetune_smoke(tmp_path: Path, tiny_static: Path) -> None:
         f"    return value * {i}\n" for i in range(40))
     (src / "mod.py").write_text(funcs)
     report = finetune(Args(base=str(tiny_static), out=tmp_path / "ft", roots=[src],
-                           dev_pairs=8, batch_size=8, epochs=2, decontaminate=False),
+                           dev_pairs=8, batch_size=8, epochs=2, decontaminate=False,
+                           asymmetric=asymmetric),
                       log_fn=lambda _: None)
     assert report["train"] == 32 and report["steps"] == 8
     assert (tmp_path / "ft" / "static.json").is_file()
-    assert StaticEmbedder(tmp_path / "ft").encode(["x"]).shape == (1, 16)
+    tuned = StaticEmbedder(tmp_path / "ft")
+    assert tuned.encode(["x"]).shape == (1, 16)
+    assert (tmp_path / "ft" / "query_embeddings.npy").is_file() == asymmetric
+    same = np.allclose(tuned.encode_query("value times"), tuned.encode(["value times"])[0])
+    assert same != asymmetric
 
 
 def test_finetune_transformer_smoke(tmp_path: Path) -> None:

@@ -163,3 +163,27 @@ def test_rrf_fusion_mode(tmp_path, repo, embedder) -> None:
     config = IndexConfig(embedder="hash:64", fusion="rrf")
     index = build(tmp_path, repo, config, embedder)
     assert "parse_config_file" in index.search("parse config file", k=1)[0].chunk.symbol
+
+
+def test_failed_save_is_retried_by_the_same_object(tmp_path, repo, config, embedder,
+                                                   monkeypatch) -> None:
+    index = build(tmp_path, repo, config, embedder)
+    (repo / "src" / "late.py").write_text("def late_arrival():\n    return 1\n")
+    monkeypatch.setattr(os, "replace", lambda *a, **k: (_ for _ in ()).throw(OSError("disk")))
+    with pytest.raises(OSError):
+        index.refresh(repo)
+    monkeypatch.undo()
+    assert index.refresh(repo).files_added == 1
+    assert "src/late.py" in {c.path for c in Index.open(tmp_path / "index", config, embedder).chunks}
+
+
+def test_two_writers_take_turns_and_see_each_other(tmp_path, repo, config, embedder) -> None:
+    first = build(tmp_path, repo, config, embedder)
+    second = Index.open(tmp_path / "index", config, embedder)
+    (repo / "src" / "one.py").write_text("def from_first():\n    return 1\n")
+    first.refresh(repo)
+    (repo / "src" / "two.py").write_text("def from_second():\n    return 2\n")
+    stats = second.refresh(repo)  # reloads the first writer's generation, adds only two.py
+    assert stats.files_added == 1
+    paths = {c.path for c in Index.open(tmp_path / "index", config, embedder).chunks}
+    assert {"src/one.py", "src/two.py"} <= paths
