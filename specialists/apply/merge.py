@@ -1029,6 +1029,33 @@ def _check_weak_blocks(merger: _Merger) -> None:
                           "(braces, blank lines)", sk.span(start, j - 1))
 
 
+def _check_unmatched_edges(merger: _Merger) -> None:
+    """A block's edge line next to a marker is usually context. Left unmatched although the
+    original has it between the anchors around the block, it says the block may belong
+    where that line is: the placement chosen is one reading of two."""
+    sk, sm = merger.sk, merger.sm
+    before = -1
+    j = 0
+    while j < merger.m:
+        if sk.kinds[j] != LineKind.CODE:
+            j += 1
+            continue
+        start = j
+        while j < merger.m and sk.kinds[j] == LineKind.CODE:
+            j += 1
+        after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
+        body = [i for i in range(start, j) if sk.keys[i]]
+        if body and any(sm[i] >= 0 for i in body):
+            for edge in {body[0], body[-1]}:
+                key = sk.keys[edge]
+                if sm[edge] >= 0 or _weak(key) or not sk.boundary[edge]:
+                    continue
+                if any(before < p < after for p in merger.pos.get(key, ())):
+                    raise Abstain("a block's edge line is in the original but the block was "
+                                  "placed elsewhere", sk.span(edge, edge))
+        before = max([before] + [sm[i] for i in range(start, j)])
+
+
 # Perturbed weights for the near-tie check: each moves one trade-off (deleting vs matching,
 # keeping runs together) far enough to flip a placement that won by a hair.
 _NEAR_TIE_WEIGHTS = (
@@ -1079,6 +1106,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
     _check_weak_blocks(merger)
+    _check_unmatched_edges(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         _check_near_ties(out, olines, sk, language, options)
     final_newline = olines.final_newline

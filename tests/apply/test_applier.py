@@ -371,3 +371,20 @@ def test_new_lines_keep_the_sketchs_bytes_when_it_copies_the_files() -> None:
     original = "var t = `\n    a\n    b\n    c\n`\n\nfunc f() {\n\tx()\n\ty()\n}\n"
     result = apply_sketch(original, "// ...\nfunc f() {\n\tx()\n\tz()\n\ty()\n}\n", path="f.go")
     assert result.applied and "\n\tz()\n" in (result.merged or "")
+
+
+def test_block_whose_edge_line_it_could_not_match_abstains() -> None:
+    # The block's last lines ("elif ...", "for x in xs:") are context in the centre branch,
+    # but its rewritten pad lines also fit the right branch with no deletion: two readings.
+    original = (
+        "def f(align):\n    if align == 'center':\n        for x in xs:\n            x.strip()\n"
+        "            x.pad_left(w // 2)\n            x.pad_right(w)\n"
+        "    elif align == 'right':\n        for x in xs:\n            x.strip()\n"
+        "            x.pad_left(w)\n    return xs\n"
+    )
+    sketch = (
+        "# ...\n            x.strip()\n            x.pad_right(w // 2)\n            x.pad_left(w)\n"
+        "    elif align == 'right':\n        for x in xs:\n            # ...\n"
+    )
+    result = apply_sketch(original, sketch, path="f.py")
+    assert not result.applied and result.span is not None
