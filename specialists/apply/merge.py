@@ -245,6 +245,8 @@ class _Merger:
         self.shift = 0
         self.fuzzy = 0
         self.faithful = True
+        # The near-tie runs only compare their output with this one's, which was checked.
+        self.check_deletions = weights is DEFAULT_WEIGHTS
 
     # ---- anchoring -------------------------------------------------------------------
 
@@ -505,7 +507,8 @@ class _Merger:
         original and once in the sketch, or when the sketch's new lines there rewrite them.
         Otherwise the two lines may be a copy placed on the wrong lines, and the deletion is
         the silent loss of code the issue warns about (issue 4)."""
-        if ja < 0 or jb >= self.m or pb <= pa + 1 or self.sk.sep_between(ja, jb):
+        if (not self.check_deletions or ja < 0 or jb >= self.m or pb <= pa + 1
+                or self.sk.sep_between(ja, jb)):
             return
         gone = [p for p in range(pa + 1, pb) if self.ok[p]]
         if not gone:
@@ -514,7 +517,7 @@ class _Merger:
         if self._anchored_run(ja, pa, -1, need) and self._anchored_run(jb, pb, 1, need):
             return
         new = [self.sk.keys[j] for j in range(ja + 1, jb) if self.sk.keys[j]]
-        if _rewrites(new, [self.ok[p] for p in gone]) or self._rewrites_body(ja, pa, pb):
+        if self._rewrites_body(ja, pa, pb) or _rewrites(new, [self.ok[p] for p in gone]):
             return
         raise Abstain("the sketch deletes original lines between two lines that are not "
                       "certainly placed", self.sk.span(ja, jb))
