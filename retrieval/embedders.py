@@ -65,8 +65,11 @@ class Embedder(Protocol):
 
 
 def data_home() -> Path:
-    """Where models and caches live: ``$COMPLEMENT_HOME`` or ``~/.complement``."""
-    return Path(os.environ.get("COMPLEMENT_HOME", Path.home() / ".complement")).expanduser()
+    """Where models and indexes live: ``$COMPLEMENT_HOME``, else ``$COMPLEMENT_DATA_DIR``
+    (the config's ``data_dir``), else ``~/.complement``."""
+    raw = (os.environ.get("COMPLEMENT_HOME") or os.environ.get("COMPLEMENT_DATA_DIR")
+           or str(Path.home() / ".complement"))
+    return Path(raw).expanduser()
 
 
 def default_model_path() -> Path:

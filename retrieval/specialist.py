@@ -152,8 +152,10 @@ class RetrievalSpecialist(Specialist):
         return Result(output=out, confidence=float(out["results"][0]["score"]))
 
     def health(self) -> dict[str, Any]:
+        # ready while loading: the first start builds the default model (minutes), and the
+        # rest of the server should not wait for it; retrieval requests answer 503 meanwhile
         loading = self._loader is not None and self._loader.is_alive()
-        return {"ok": not loading and not self._load_error, "loading": loading,
+        return {"ok": not self._load_error, "loading": loading,
                 "error": self._load_error, "version": self.version,
                 "embedder": self.config.embedder,
                 "allowed_root": str(self.allowed_root) if self.allowed_root else None,

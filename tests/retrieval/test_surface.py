@@ -139,3 +139,21 @@ def test_registered_in_the_complement_cli() -> None:
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["retrieval", "finetune", "--max-seconds", "5"])
     assert args.func.__name__ == "cmd_finetune" and args.max_seconds == 5
+
+
+def test_server_is_ready_while_the_embedder_loads(tmp_path: Path, repo: Path) -> None:
+    import threading
+
+    from router.errors import Unavailable
+
+    s = RetrievalSpecialist(allowed_root=str(repo.parent), index_dir=str(tmp_path / "ix"),
+                            embedder="hash:64")
+    gate = threading.Event()
+    s._loader = threading.Thread(target=gate.wait, daemon=True)
+    s._loader.start()
+    health = s.health()
+    assert health["ok"] and health["loading"]
+    with pytest.raises(Unavailable, match="still loading"):
+        s.index_repo(str(repo))
+    gate.set()
+    s._loader.join()
