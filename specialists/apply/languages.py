@@ -133,6 +133,14 @@ def definition_end(keys: list[str], widths: list[int], header: int, hi: int,
         while end - 1 > header and not keys[end - 1]:
             end -= 1
         return end
+    if "{" not in keys[header]:
+        # A one-line declaration (``type F func() error``) has no body; a signature that
+        # goes on (``func f(``) continues on deeper lines.
+        q = header + 1
+        while q < hi and not keys[q]:
+            q += 1
+        if q >= hi or (widths[q] <= widths[header] and not keys[q].startswith("{")):
+            return header + 1
     depth = 0
     opened = False
     for q in range(header, hi):

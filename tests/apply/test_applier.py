@@ -388,3 +388,12 @@ def test_block_whose_edge_line_it_could_not_match_abstains() -> None:
     )
     result = apply_sketch(original, sketch, path="f.py")
     assert not result.applied and result.span is not None
+
+
+def test_one_line_declaration_has_no_body_to_replace() -> None:
+    # "type F func() error" opens no block: the marker after it keeps the next function.
+    original = "package p\n\ntype F func() error\n\nfunc g() {\n\tx()\n}\n"
+    sketch = "// ...\n\n// F is a callback\ntype F func() error\n// ... existing code ...\n"
+    result = apply_sketch(original, sketch, path="p.go")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("\ntype F", "\n// F is a callback\ntype F")
