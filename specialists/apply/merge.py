@@ -517,7 +517,11 @@ class _Merger:
         if self._anchored_run(ja, pa, -1, need) and self._anchored_run(jb, pb, 1, need):
             return
         new = [self.sk.keys[j] for j in range(ja + 1, jb) if self.sk.keys[j]]
-        if self._rewrites_body(ja, pa, pb) or _rewrites(new, [self.ok[p] for p in gone]):
+        # The lower line also fits at or before the upper one's place (or the reverse): the
+        # sketch reads as well as a pure insertion there, with nothing deleted.
+        avoidable = self.sk.keys[jb] in self.ok[pa:pb] or self.sk.keys[ja] in self.ok[pa + 1:pb + 1]
+        if not avoidable and (self._rewrites_body(ja, pa, pb)
+                              or _rewrites(new, [self.ok[p] for p in gone])):
             return
         raise Abstain("the sketch deletes original lines between two lines that are not "
                       "certainly placed", self.sk.span(ja, jb))
