@@ -46,6 +46,10 @@ def absorb_while_training(out: Path, args: argparse.Namespace) -> dict:
                     state / "absorb.log").start()
     pairs = load_split(args.data, "test")
     try:
+        deployed = store.deployed()
+        have = len(events.labelled(str(deployed)))
+        if have < args.absorb_events:  # the trainer needs the deployed version's events
+            simulate(server.url, pairs, users=args.users, max_requests=args.absorb_events - have)
         before = events.counts()["actions"]
         result: dict = {}
         done = threading.Event()
@@ -96,6 +100,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=4)
     parser.add_argument("--checkpoint", default=None, help="LM + policy (default: shipped)")
     parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
+    parser.add_argument("--absorb-events", type=int, default=5000,
+                        help="events of the deployed version the absorption step trains on")
+    parser.add_argument("--skip-loop", action="store_true",
+                        help="reuse the turns already in --out; measure absorption only")
     args = parser.parse_args()
 
     from router.loop.runner import LoopArgs, run_loop
@@ -103,7 +111,8 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
     loop = LoopArgs(data=args.data, turns=args.turns, events_per_turn=args.events_per_turn,
                     users=args.users, out=str(out), checkpoint=args.checkpoint)
-    run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if not args.skip_loop:
+        run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
     turns = json.loads((out / "loop.json").read_text())["turns"]
     absorb = absorb_while_training(out, args)
     lost = sum(max(0, t["extra"]["acknowledged"] - t["extra"]["stored"]) for t in turns)
