@@ -1030,10 +1030,24 @@ def _check_weak_blocks(merger: _Merger) -> None:
         while j < merger.m and sk.kinds[j] == LineKind.CODE:
             j += 1
         keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
+        _check_reindent_only(merger, start, j)
         if any(not matched for _, matched in keys) and any(matched for _, matched in keys) \
                 and all(_weak(key) and len(merger.pos[key]) > 1 for key, matched in keys if matched):
             raise Abstain("a block is anchored only by lines that repeat everywhere "
                           "(braces, blank lines)", sk.span(start, j - 1))
+
+
+def _check_reindent_only(merger: _Merger, start: int, end: int) -> None:
+    """A block of context lines only, landed where the original indents them differently:
+    its one effect would be a re-indent, which a sketch writes with the code that causes it
+    (a new ``if`` around them). More likely the block belongs where the indentation agrees."""
+    sk, sm = merger.sk, merger.sm
+    lines = [i for i in range(start, end) if sk.keys[i]]
+    if not lines or any(sm[i] < 0 for i in lines):
+        return
+    if any(sk.widths[i] - merger.shift != merger.owidth[sm[i]] for i in lines):
+        raise Abstain("a block of unchanged lines would only change their indentation",
+                      sk.span(lines[0], lines[-1]))
 
 
 def _check_unmatched_edges(merger: _Merger) -> None:

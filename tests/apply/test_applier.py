@@ -397,3 +397,14 @@ def test_one_line_declaration_has_no_body_to_replace() -> None:
     result = apply_sketch(original, sketch, path="p.go")
     assert result.applied, result.reason
     assert result.merged == original.replace("\ntype F", "\n// F is a callback\ntype F")
+
+
+def test_context_only_block_that_would_just_reindent_abstains() -> None:
+    # The block's lines occur at two depths; landing where the depth disagrees would only
+    # re-indent them, so the block is not placed there silently.
+    original = ("func a() {\n\tif err != nil {\n\t\tlog()\n\t\treturn err\n\t}\n}\n\n"
+                "func b() {\n\tif err != nil {\n\treturn err\n\t}\n}\n")
+    sketch = "// ...\n\tif err != nil {\n\t\treturn err\n\t// ... existing code ...\n"
+    result = apply_sketch(original, sketch, path="a.go")
+    if result.applied:  # the only right reading deletes log() in a()
+        assert result.merged == original.replace("\t\tlog()\n", "", 1)
