@@ -28,7 +28,7 @@ import difflib
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from specialists.apply.languages import definition_end, definition_name, definition_start
 from specialists.apply.markers import LineKind, MarkerInfo, classify
@@ -1017,18 +1017,24 @@ def _rewrites(new: list[str], old: list[str]) -> bool:
     return True
 
 
+def _code_blocks(merger: _Merger) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of code lines in the sketch, between markers."""
+    kinds, j = merger.sk.kinds, 0
+    while j < merger.m:
+        if kinds[j] != LineKind.CODE:
+            j += 1
+            continue
+        start = j
+        while j < merger.m and kinds[j] == LineKind.CODE:
+            j += 1
+        yield start, j
+
+
 def _check_weak_blocks(merger: _Merger) -> None:
     """A block that changes something must hold one line that can anchor it: a block of
     braces, blank lines and ``return`` around new code lands wherever those lines repeat."""
     sk = merger.sk
-    j = 0
-    while j < merger.m:
-        if sk.kinds[j] != LineKind.CODE:
-            j += 1
-            continue
-        start = j
-        while j < merger.m and sk.kinds[j] == LineKind.CODE:
-            j += 1
+    for start, j in _code_blocks(merger):
         keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
         _check_reindent_only(merger, start, j)
         if any(not matched for _, matched in keys) and any(matched for _, matched in keys) \
@@ -1056,14 +1062,7 @@ def _check_unmatched_edges(merger: _Merger) -> None:
     where that line is: the placement chosen is one reading of two."""
     sk, sm = merger.sk, merger.sm
     before = -1
-    j = 0
-    while j < merger.m:
-        if sk.kinds[j] != LineKind.CODE:
-            j += 1
-            continue
-        start = j
-        while j < merger.m and sk.kinds[j] == LineKind.CODE:
-            j += 1
+    for start, j in _code_blocks(merger):
         after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
         body = [i for i in range(start, j) if sk.keys[i]]
         if body and any(sm[i] >= 0 for i in body):
