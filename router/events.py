@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Literal
 
 from router.errors import BadRequest, Conflict, NotFound
 
@@ -318,9 +318,6 @@ class EventStore:
             rows = conn.execute(select(d).order_by(d.c.id.desc()).limit(limit)).all()
         return [{"id": r.id, "created_at": r.created_at, "version": r.version,
                  "event": r.event, **json.loads(r.detail)} for r in rows]
-
-    def record_many(self, feedback: Iterable[Feedback]) -> Sequence[bool]:
-        return [self.record_feedback(fb) for fb in feedback]
 
 
 def _chars(fb: Feedback, suggestion: str | None) -> int:
