@@ -98,3 +98,12 @@ def test_shipped_specialists_refuse_unknown_options(block: dict) -> None:
     config = parse_config({"specialists": {"s": block}}, env={})
     with pytest.raises(ConfigError, match=r"specialists\.s\.options: unknown options"):
         Registry.from_config(config.specialists)
+
+
+def test_shipped_specialists_are_entry_points() -> None:
+    """`class: tab` in YAML works as well as the import string (installed entry points)."""
+    from specialists.tab import TabSpecialist
+
+    assert load_class("tab") is TabSpecialist
+    assert load_class("apply").kind == "apply"
+    assert load_class("retrieval").kind == "retrieval"
