@@ -30,7 +30,9 @@ __all__ = [
     "SpecialistConfig",
     "VerifierConfig",
     "default_config_path",
+    "interpolate",
     "load_config",
+    "read_yaml",
 ]
 
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -258,17 +260,27 @@ def parse_config(data: Any, *, source: str = "<config>",
     return config
 
 
-def load_config(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> Config:
-    """Read, interpolate and validate a YAML config; ``ConfigError`` says what and where."""
-    p = Path(path) if path is not None else default_config_path()
+def read_yaml(p: Path, what: str, hint: str = "") -> Any:
+    """A YAML file's data, or a ``ConfigError`` naming ``what`` it is and where."""
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file {str(p)!r} not found; pass --config FILE") from None
+        raise ConfigError(f"{what} {str(p)!r} not found{hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config {str(p)!r}: {exc}") from exc
+        raise ConfigError(f"cannot read {what} {str(p)!r}: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config {str(p)!r} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML: {exc}") from exc
+
+
+def interpolate(data: Any, env: dict[str, str] | None = None) -> Any:
+    """``${VAR}`` / ``${VAR:-default}`` resolved throughout ``data`` (from ``os.environ``)."""
+    return _interpolate(data, "", dict(os.environ) if env is None else env, {})
+
+
+def load_config(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> Config:
+    """Read, interpolate and validate a YAML config; ``ConfigError`` says what and where."""
+    p = Path(path) if path is not None else default_config_path()
+    data = read_yaml(p, "config file", "; pass --config FILE")
     return parse_config(data, source=repr(str(p)), env=env)

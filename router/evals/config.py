@@ -21,7 +21,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from router.errors import ConfigError
@@ -126,18 +125,10 @@ def default_eval_config() -> Path:
 
 def load_eval_config(path: str | Path | None = None,
                      env: dict[str, str] | None = None) -> EvalConfig:
-    import os
-
-    from router.config import _interpolate  # the same ${VAR:-default} rules as the main config
+    from router.config import interpolate, read_yaml  # the same rules as the main config
 
     p = Path(path) if path else default_eval_config()
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"eval config {str(p)!r} not found; pass --config FILE") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"eval config {str(p)!r} is not valid YAML: {exc}") from exc
-    data = _interpolate(data, "", dict(os.environ) if env is None else env, {})
+    data = interpolate(read_yaml(p, "eval config", "; pass --config FILE") or {}, env)
     try:
         return EvalConfig.model_validate({**data, "source": str(p)})
     except ValidationError as exc:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from router.errors import ConfigError
@@ -54,16 +52,10 @@ class Suite(BaseModel):
 
 
 def load_suite(path: str | Path, env: dict[str, str] | None = None) -> Suite:
-    from router.config import _interpolate  # the same ${VAR:-default} rules as the config
+    from router.config import interpolate, read_yaml  # the same rules as the main config
 
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"suite file {str(p)!r} not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"suite file {str(p)!r} is not valid YAML: {exc}") from exc
-    data = _interpolate(data, "", dict(os.environ) if env is None else env, {})
+    data = interpolate(read_yaml(p, "suite file") or {}, env)
     try:
         suite = Suite.model_validate({**data, "path": str(p)})
     except ValidationError as exc:
