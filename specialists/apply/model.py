@@ -193,7 +193,8 @@ class ModelApplier:
         kwargs: dict[str, Any] = {"local_files_only": True}
         if dtype:
             kwargs["dtype"] = getattr(torch, dtype)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs).to(device).eval()
+        model: Any = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+        model = model.to(device).eval()  # transformers' stubs mistype .to() on the result
         tokenizer = AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
         return cls(model, _HFTokenizer(tokenizer), **options)
 
