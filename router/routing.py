@@ -197,15 +197,10 @@ class _Policy:
             return RouteOutcome(self.name, target, None, stream=handle), None
         req.spent += call.cost_usd or 0.0
         text = _message_text(call.response)
-        rejected = self._verify(text) if self.escalate_on_verify else None
         attempt = Attempt(target, "ok", cost_usd=call.cost_usd, latency_ms=latency,
                           tries=call.attempts)
-        trace.append(attempt)
-        if rejected and not is_last:
-            attempt.outcome, attempt.reason = "rejected", rejected
+        if self._escalates(attempt, text, trace, is_last):
             return None, None
-        if rejected:
-            attempt.reason = f"verifier rejected, but it is the last target: {rejected}"
         return RouteOutcome(self.name, target, text, response=call.response, usage=call.usage,
                             cost_usd=req.spent), None
 
@@ -225,13 +220,23 @@ class _Policy:
             trace.append(Attempt(target, "abstained", result.reason, latency_ms=_ms(t0)))
             return None, None
         text = str(result.output)
-        rejected = self._verify(text) if self.escalate_on_verify else None
         attempt = Attempt(target, "ok", cost_usd=0.0, latency_ms=_ms(t0))
-        trace.append(attempt)
-        if rejected and not is_last:
-            attempt.outcome, attempt.reason = "rejected", rejected
+        if self._escalates(attempt, text, trace, is_last):
             return None, None
         return RouteOutcome(self.name, target, text, cost_usd=req.spent), None
+
+    def _escalates(self, attempt: Attempt, text: str, trace: list[Attempt],
+                   is_last: bool) -> bool:
+        """Record an answer; True when a verifier rejects it and a later target remains.
+        The last target's answer stands, with the rejection in its trace entry."""
+        trace.append(attempt)
+        rejected = self._verify(text) if self.escalate_on_verify else None
+        if rejected and not is_last:
+            attempt.outcome, attempt.reason = "rejected", rejected
+            return True
+        if rejected:
+            attempt.reason = f"verifier rejected, but it is the last target: {rejected}"
+        return False
 
     def _verify(self, text: str) -> str | None:
         for check in self.verifiers:
