@@ -121,7 +121,8 @@ class Server:
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "router.cli", "serve", "--config", str(self.config),
-                 "--log-level", "warning"], stdout=fh, stderr=subprocess.STDOUT, env=env)
+                 "--port", str(self.port), "--log-level", "warning"], stdout=fh,
+                stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -20,6 +20,7 @@ from router.config import parse_config
 from router.errors import BadRequest, NotFound
 from router.events import ActionRecord, EventStore, sqlite_url
 from router.loop.gate import Gate
+from router.loop.runner import Server
 from router.loop.simulate import simulate
 from router.loop.trainer import train_from_events
 from router.loop.versions import PolicyStore
@@ -145,29 +146,13 @@ def test_swap_under_load_loses_no_request(served: tuple[str, Any, PolicyStore, i
     assert missing.status_code == 404 and "known" in missing.json()["error"]["message"]
 
 
-def _serve(config: Path, port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--config", str(config),
-                             "--port", str(port), "--log-level", "warning"], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("server did not start")
-
-
 def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path, tiny_checkpoint: Path,
                                                       toy_data: Path) -> None:
     state, store, v = _state(tmp_path, tiny_checkpoint)
     config = tmp_path / "server.yaml"
     config.write_text(yaml.safe_dump(_config(state, tiny_checkpoint, store)))
     port = free_port()
-    proc = _serve(config, port)
+    server = Server(config, port, tmp_path / "server.log").start()
     acked_actions: list[str] = []
     acked_feedback: list[str] = []
     text = "def f(a):\n    return a\n\ndef g(a):\n    return f("
@@ -195,8 +180,7 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path, tiny_check
     deadline = time.monotonic() + 60
     while len(acked_actions) < 40 and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    server.stop(kill=True)
     for t in threads:
         t.join(timeout=30)
     assert len(acked_actions) >= 40
@@ -215,13 +199,12 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path, tiny_check
         assert set(acked_feedback) <= stored
     finally:
         events.close()
-    proc = _serve(config, port)  # restart: it serves again from the same store
+    server.start()  # restart: it serves again from the same store
     try:
         r = httpx.post(f"http://127.0.0.1:{port}/v1/tab", json=body, timeout=30)
         assert r.status_code == 200 and r.json()["policy_version"] == v
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop()
 
 
 def test_killed_trainer_leaves_deployed_version_serving(tmp_path: Path, tiny_checkpoint: Path,
