@@ -32,6 +32,9 @@ class ApplyOptions:
     """Place a block with no exact anchor (a modified line with no context) by similarity."""
     fuzzy_threshold: float = 0.6
     """Lowest similarity (difflib ratio) for a fuzzy placement."""
+    cross_check: bool = True
+    """Also read the sketch by global alignment and abstain when the two readings give
+    different files (roughly doubles the time per merge)."""
     max_lines: int = 200_000
     """Abstain on larger inputs instead of spending unbounded time."""
 

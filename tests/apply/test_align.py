@@ -1,0 +1,88 @@
+"""The global reading of a sketch (``specialists.apply.align``) and the cross-check that
+makes the applier abstain when the two readings of a sketch disagree."""
+
+from __future__ import annotations
+
+import pytest
+
+from specialists.apply import apply_sketch
+from specialists.apply.merge import _cross_check, _Merger, _Sketch
+from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.text import split_lines
+
+ORIGINAL = (
+    "def load(path):\n"
+    "    with open(path) as fh:\n"
+    "        return fh.read()\n"
+    "\n"
+    "\n"
+    "def save(path, text):\n"
+    "    with open(path, 'w') as fh:\n"
+    "        fh.write(text)\n"
+)
+
+
+def _merger(original: str, sketch: str) -> _Merger:
+    olines = split_lines(original)
+    return _Merger(olines, _Sketch(split_lines(sketch), set(olines.keys)), "python", ApplyOptions())
+
+
+def test_global_reading_places_every_line_and_keeps_marked_runs() -> None:
+    sketch = ("# ... existing code ...\n"
+              "def save(path, text):\n"
+              "    with open(path, 'w', encoding='utf-8') as fh:\n"
+              "        fh.write(text)\n")
+    merger = _merger(ORIGINAL, sketch)
+    out, origin = merger.merge_dp()
+    assert out[:6] == ORIGINAL.split("\n")[:6]
+    assert out[6] == "    with open(path, 'w', encoding='utf-8') as fh:"
+    assert origin == [0, 1, 2, 3, 4, 5, -1, 7]
+    # the context lines are matched, the marker's run is the whole of load() and the blanks
+    assert merger.sm[1] == 5 and merger.sm[3] == 7 and merger.dp_spans[0] == (0, 5)
+
+
+def test_global_reading_abstains_when_a_block_fits_two_places_equally() -> None:
+    original = "a = 1\nreturn a\n\nb = 2\nreturn a\n\nc = 3\n"
+    sketch = "# ...\nreturn a\nlog(a)\n# ...\n"
+    with pytest.raises(Abstain, match="more than one place"):
+        _merger(original, sketch).merge_dp()
+
+
+def test_order_of_blocks_decides_a_repeated_anchor() -> None:
+    # "return a" occurs twice; the first block pins the first, so the second block (after it)
+    # can only mean the second one.
+    original = "def f():\n    a = 1\n    return a\n\ndef g():\n    a = 2\n    return a\n"
+    sketch = ("# ...\n    a = 1\n    return a\n# ...\n    a = 2\n    log(a)\n    return a\n")
+    result = apply_sketch(original, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("    a = 2\n", "    a = 2\n    log(a)\n")
+
+
+def test_a_marker_may_keep_nothing_at_the_end() -> None:
+    sketch = ("def load(path):\n    with open(path) as fh:\n        return fh.read()\n\n\n"
+              "def save(path, text):\n    with open(path, 'w') as fh:\n        fh.write(text)\n"
+              "        fh.flush()\n# ... existing code ...\n")
+    result = apply_sketch(ORIGINAL, sketch, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL + "        fh.flush()\n"
+
+
+def test_cross_check_abstains_when_the_readings_differ() -> None:
+    sketch = ("# ... existing code ...\n"
+              "def save(path, text):\n"
+              "    with open(path, 'w', encoding='utf-8') as fh:\n"
+              "        fh.write(text)\n")
+    olines = split_lines(ORIGINAL)
+    sk = _Sketch(split_lines(sketch), set(olines.keys))
+    right, _ = _merger(ORIGINAL, sketch).merge_dp()
+    _cross_check(right, olines, sk, "python", ApplyOptions())  # agrees: no abstain
+    wrong = right[:6] + right[7:]  # the changed line lost
+    with pytest.raises(Abstain, match="two readings"):
+        _cross_check(wrong, olines, sk, "python", ApplyOptions())
+
+
+def test_cross_check_can_be_switched_off() -> None:
+    sketch = "# ...\ndef save(path, text):\n    with open(path, 'wb') as fh:\n        fh.write(text)\n"
+    on = apply_sketch(ORIGINAL, sketch, path="m.py")
+    off = apply_sketch(ORIGINAL, sketch, path="m.py", options=ApplyOptions(cross_check=False))
+    assert on.applied and off.applied and on.merged == off.merged
