@@ -21,6 +21,7 @@ sketch line; ``MAX_CELLS`` bounds it (the caller falls back to piecewise anchori
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +33,7 @@ __all__ = ["Alignment", "Costs", "align", "MAX_CELLS"]
 
 MAX_CELLS = 6_000_000
 _INF = np.int64(1) << 50
+_NONE = np.empty(0, dtype=np.int64)
 IMPLICIT = 3  # same value as merge.IMPLICIT: a marker the sketch left out (may keep nothing)
 
 
@@ -40,14 +42,15 @@ class Costs:
     insert: int = 20  # a new non-blank sketch line
     insert_open: int = 20  # once per run of new lines
     insert_blank: int = 6
-    delete: int = 20  # an original non-blank line deleted by context
-    delete_blank: int = 7
+    delete: int = 40  # an original non-blank line deleted by context
+    delete_blank: int = 10
     indent: int = 9  # a matched line whose indentation disagrees with the sketch's
-    marker_indent: int = 45  # a marker's run starts at another indentation than the marker
+    marker_indent: int = 100  # a marker's run starts at another indentation than the marker
     duplicate: int = 40  # a new line equal to an original line (not trivial) a few lines away
     near: int = 6  # ... at most this many lines from where it is inserted
-    unchanged: int = 60  # a block that changes nothing
-    insert_next_to_marker: int = 60  # the line right next to a marker, in the original, as new
+    unchanged: int = 200  # a block that changes nothing
+    insert_next_to_marker: int = 100  # the line right next to a marker, in the original, as new
+    substitute: int = 25  # a new line in place of a similar original line
     marker_empty: int = 40  # a marker that keeps nothing (a trailing "# ..." after the end)
     edge: int = 5000  # a block's edge line next to a marker, found in the original, not matched
 
@@ -107,18 +110,44 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
             i = j + step
             if kinds[j] == LineKind.MARKER and 0 <= i < m and kinds[i] == LineKind.CODE:
                 next_to_marker.add(i)
-            while 0 <= i < m and kinds[i] == LineKind.CODE:
-                if skeys[i] and not weak(skeys[i]):
-                    if ids.get(skeys[i]) is not None:
-                        edge_rows.add(i)
-                    break
-                i += step
+            while 0 <= i < m and kinds[i] == LineKind.CODE and not skeys[i]:
+                i += step  # blank lines: look at the first line with text
+            if 0 <= i < m and kinds[i] == LineKind.CODE and ids.get(skeys[i]) is not None:
+                edge_rows.add(i)
     # A sketch that starts with code whose first line the original does not have starts the
     # file (no first marker was left out): nothing is kept before it.
     no_first_run = False
     if m and kinds[0] == IMPLICIT:
         first = next((i for i in range(1, m) if kinds[i] == LineKind.CODE and skeys[i]), None)
         no_first_run = first is not None and ids.get(skeys[first]) is None
+
+    # Original lines a new sketch line may rewrite: same indentation, same first word, and
+    # similar (difflib quick_ratio >= 0.7). Rewriting costs less than deleting and inserting, so
+    # of two places a block fits, the one where its new lines modify old ones wins.
+    by_head: dict[tuple[int, str], list[int]] | None = None
+
+    def similar(j: int) -> np.ndarray:
+        nonlocal by_head
+        key = skeys[j]
+        if not key or ids.get(key) is not None or weak(key):
+            return _NONE
+        if by_head is None:
+            by_head = {}
+            for p, okey in enumerate(okeys):
+                if okey:
+                    by_head.setdefault((owidths[p], okey.split(None, 1)[0][:12]), []).append(p)
+        found = by_head.get((swidths[j] - shift, key.split(None, 1)[0][:12]))
+        if not found:
+            return _NONE
+        matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)
+        out = []
+        for p in found[:64]:
+            matcher.set_seq1(okeys[p])
+            # quick_ratio (shared characters, any order) is enough among lines that already
+            # share their indentation and first word; difflib's full ratio costs 4x more
+            if matcher.real_quick_ratio() >= 0.7 and matcher.quick_ratio() >= 0.7:
+                out.append(p)
+        return np.asarray(out, dtype=np.int64)
 
     insert_costs: dict[int, np.ndarray | int] = {}
 
@@ -190,7 +219,7 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     # once per run: new code comes in runs, and a run that copies old lines must not be
     # shredded into matches against the lines it copied.
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []  # (A0, A1, AI)
+    rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
     F0 = inf_row.copy()
     F0[0] = 0
     F1 = strict_deletions(F0)
@@ -215,7 +244,12 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                 pen = match_pen(j, ps)
                 A0[ps + 1] = F0[ps] + pen
                 A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
-            rows_h.append((A0, A1, AI))
+            M1 = A1.copy()  # matches only (the last marker left out needs one)
+            subs = similar(j)
+            if len(subs):
+                any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
+                np.minimum.at(A1, subs + 1, any_state + costs.substitute)
+            rows_h.append((A0, A1, AI, M1))
             anyway = np.minimum(np.minimum(A0, A1), AI)
             F0, F1, FI = A0, np.minimum(A1, strict_deletions(anyway)), AI
         elif kind == LineKind.REMOVE:
@@ -224,14 +258,14 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
             for s, e in removes.get(j, ()):
                 if either[s] < A1[e]:
                     A1[e] = either[s]
-            rows_h.append((inf_row, A1, inf_row))
+            rows_h.append((inf_row, A1, inf_row, inf_row))
             F0, F1, FI = inf_row, D + np.minimum.accumulate(A1 - D), inf_row
         elif kind == IMPLICIT and j == m - 1 and j > 0 and kinds[j - 1] == LineKind.CODE:
             # The last marker left out: lines after the last code line are kept only when that
             # line matched right before them.
             rows_h.append(None)
-            A0, A1, _ = rows_h[j - 1]  # type: ignore[misc]
-            ends = np.minimum(A1, A0 + costs.unchanged)
+            A0, _, _, M1 = rows_h[j - 1]  # type: ignore[misc]
+            ends = np.minimum(M1, A0 + costs.unchanged)
             E = block_end(F0, F1, FI, j)
             G = inf_row.copy()
             G[n] = min(int(E[n]), int(ends[:n].min()) if n else int(_INF))
@@ -251,6 +285,12 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     total = int(block_end(F0, F1, FI, m)[n])
     if total >= _INF // 2:
         raise ValueError("no alignment")
+
+    def matched(j: int, q: int, value: int, f: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
+        if q < 1 or skeys[j] != okeys[q - 1]:
+            return False
+        pen = costs.indent if (skeys[j] and owidths[q - 1] != swidths[j] - shift) else 0
+        return int(min(f[1][q - 1], f[2][q - 1])) + pen == value
 
     def pick(options: list[int], late: bool) -> int:
         return max(options) if late else min(options)
@@ -277,7 +317,7 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
             kind = kinds[j]
             target = int(rows[j + 1][st][p])
             if kind == LineKind.CODE or kind == LineKind.REMOVE:
-                A0, A1, AI = rows_h[j]  # type: ignore[misc]
+                A0, A1, AI, _ = rows_h[j]  # type: ignore[misc]
                 if st == 0:
                     q, hs = p, 0
                 elif st == 2:
@@ -300,6 +340,11 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                     s = pick(starts, late)
                     spans[j] = (s, q)
                     p, st = s, state_of(f, s, hq)
+                elif hs == 1 and not matched(j, q, hq, f):
+                    # a new line in place of a similar old one (a modification)
+                    sm[j] = -1
+                    p = q - 1
+                    st = state_of(f, p, hq - costs.substitute, (1, 2, 0))
                 elif hs in (0, 1):
                     pen = costs.indent if (skeys[j] and owidths[q - 1] != swidths[j] - shift) else 0
                     sm[j] = q - 1
@@ -316,20 +361,20 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                 j -= 1
                 continue
             if kind == IMPLICIT and j == m - 1 and j > 0 and kinds[j - 1] == LineKind.CODE:
-                A0, A1, _ = rows_h[j - 1]  # type: ignore[misc]
+                A0, _, _, M1 = rows_h[j - 1]  # type: ignore[misc]
                 E = block_end(*f, j)
                 if int(E[n]) == target:
                     spans[j] = (n, n)
                     st = state_of(f, n, target, (1, 2)) if int(np.minimum(f[1], f[2])[n]) == target else 0
                     j -= 1
                     continue
-                ends = np.minimum(A1, A0 + costs.unchanged)
+                ends = np.minimum(M1, A0 + costs.unchanged)
                 s = pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
                 spans[j] = (s, n)
                 sm[j - 1] = s - 1
                 pen = costs.indent if (skeys[j - 1] and owidths[s - 1] != swidths[j - 1] - shift) else 0
                 fp = rows[j - 1]
-                if int(A1[s]) == target:
+                if int(M1[s]) == target:
                     st = state_of(fp, s - 1, target - pen, (1, 2))
                 else:
                     st = 0
