@@ -1225,9 +1225,9 @@ def _cross_check(out: list[str], olines: Lines, sk: _Sketch, language: str | Non
     except Abstain:
         return
     if alt != out:
-        first = next((i for i, (a, b) in enumerate(zip(out, alt)) if a != b), min(len(out), len(alt)))
+        at = next((i for i, (a, b) in enumerate(zip(out, alt)) if a != b), min(len(out), len(alt)))
         raise Abstain(f"two readings of the sketch give different files (from merged line "
-                      f"{first + 1}); the sketch does not say which")
+                      f"{at + 1}); the sketch does not say which")
 
 
 def merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
