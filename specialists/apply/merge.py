@@ -807,10 +807,22 @@ class _Merger:
         if kind == IMPLICIT:
             # No marker before the first (after the last) block: either the sketch forgot it
             # (keep the lines), or its first new lines replace the file's first lines.
-            new = len(post) if sep == 0 else len(pre)
-            if new and hi - lo <= 2 * new + 2:
+            new = [sk.keys[j] for j in (post if sep == 0 else pre) if sk.keys[j]]
+            rest = [self.ok[p] for p in range(lo, hi) if self.ok[p]]
+            other_defs = [key for key in rest if definition_name(key, self.language) is not None
+                          and key not in new]
+            if lo < hi and (not rest or (new and not other_defs and hi - lo <= 2 * len(new) + 2)):
+                # Only blank lines beyond the sketch's first (last) line, or a few lines its
+                # new lines replace: it writes the file's start (end). Nobody leaves out a
+                # marker that stands for blank lines only. A definition there that the sketch
+                # does not repeat may be what a left-out marker stood for: abstain.
                 self._delete(lo, hi, by_remove=False, dry=dry)
                 return
+            if new and other_defs and hi - lo <= 2 * len(new) + 2:
+                raise Abstain(f"the sketch {'starts' if sep == 0 else 'ends'} with new code and "
+                              f"no marker: it does not say whether the {len(rest)} lines "
+                              f"{'before' if sep == 0 else 'after'} it stay",
+                              sk.span(sep, sep))
         self._check_keep(sep, lo, hi)
         if kind == LineKind.MARKER:
             self._check_marker_indent(sep, lo, hi)

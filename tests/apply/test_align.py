@@ -86,3 +86,21 @@ def test_cross_check_can_be_switched_off() -> None:
     on = apply_sketch(ORIGINAL, sketch, path="m.py")
     off = apply_sketch(ORIGINAL, sketch, path="m.py", options=ApplyOptions(cross_check=False))
     assert on.applied and off.applied and on.merged == off.merged
+
+
+def test_sketch_ending_in_code_writes_the_files_end_when_only_blank_lines_follow() -> None:
+    original = "import os\n\n\ndef f():\n    return os.getcwd()\n\n"
+    sketch = "# ...\ndef f():\n    return os.getcwd()\n"
+    result = apply_sketch(original, sketch + "", path="m.py")
+    # nothing changed but the trailing blank line, which the sketch's end leaves out
+    assert result.applied, result.reason
+    assert result.merged == "import os\n\n\ndef f():\n    return os.getcwd()\n"
+    # A new last line and no marker, with another definition after it: that definition may
+    # be what a left-out marker stood for, so the applier asks instead of deleting it.
+    longer = original + "def g():\n    pass\n"
+    asked = apply_sketch(longer, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
+    assert asked.status == "abstained" and "no marker" in (asked.reason or "")
+    # ... and a long tail is kept (the marker was left out)
+    tail = original + "".join(f"def g{i}():\n    return {i}\n\n" for i in range(5))
+    kept = apply_sketch(tail, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
+    assert kept.applied and kept.merged is not None and kept.merged.endswith("    return 4\n\n")
