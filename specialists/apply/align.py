@@ -44,6 +44,7 @@ class Costs:
     insert_blank: int = 6
     delete: int = 40  # an original non-blank line deleted by context
     delete_blank: int = 10
+    delete_open: int = 20  # once per run of deleted lines
     indent: int = 9  # a matched line whose indentation disagrees with the sketch's
     marker_indent: int = 100  # a marker's run starts at another indentation than the marker
     duplicate: int = 40  # a new line equal to an original line (not trivial) a few lines away
@@ -104,11 +105,11 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     edge_rows: set[int] = set()
     next_to_marker: set[int] = set()  # the lines right next to a marker, trivial ones too
     for j in range(m):
-        if kinds[j] == LineKind.CODE:
-            continue
+        if kinds[j] != LineKind.MARKER:
+            continue  # a left-out marker may be the file's end; a remove comment is exact
         for step in (1, -1):
             i = j + step
-            if kinds[j] == LineKind.MARKER and 0 <= i < m and kinds[i] == LineKind.CODE:
+            if 0 <= i < m and kinds[i] == LineKind.CODE:
                 next_to_marker.add(i)
             while 0 <= i < m and kinds[i] == LineKind.CODE and not skeys[i]:
                 i += step  # blank lines: look at the first line with text
@@ -251,7 +252,7 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                 np.minimum.at(A1, subs + 1, any_state + costs.substitute)
             rows_h.append((A0, A1, AI, M1))
             anyway = np.minimum(np.minimum(A0, A1), AI)
-            F0, F1, FI = A0, np.minimum(A1, strict_deletions(anyway)), AI
+            F0, F1, FI = A0, np.minimum(A1, strict_deletions(anyway) + costs.delete_open), AI
         elif kind == LineKind.REMOVE:
             either = np.minimum(np.minimum(F0, F1), FI)
             A1 = inf_row.copy()
@@ -327,7 +328,7 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                              np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
                     anyway = np.minimum(np.minimum(A0, A1), AI)
                     cands += [(int(q), 3) for q in
-                              np.flatnonzero(anyway[:p] - D[:p] == target - D[p])]
+                              np.flatnonzero(anyway[:p] - D[:p] == target - D[p] - costs.delete_open)]
                     q = pick([c[0] for c in cands], late)
                     hs = 1 if (q, 1) in cands else 3
                 if hs == 3:  # deletions after any of the three
