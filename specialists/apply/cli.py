@@ -36,7 +36,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="print the full result as JSON")
     out.add_argument("--write", action="store_true", help="write the merged file over ORIGINAL")
     parser.add_argument("--max-delete-share", type=float, default=ApplyOptions.max_delete_share)
-    parser.add_argument("--no-parse-check", action="store_true")
+    parser.add_argument("--no-parse-check", action="store_true",
+                        help="do not abstain when the edited region stops parsing")
+    parser.add_argument("--no-cross-check", action="store_true",
+                        help="skip the second (global) reading; about twice as fast, more "
+                             "silent wrong merges (BENCHMARKS.md)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -53,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"complement apply: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    options = ApplyOptions(max_delete_share=args.max_delete_share, parse_check=not args.no_parse_check)
+    options = ApplyOptions(max_delete_share=args.max_delete_share, parse_check=not args.no_parse_check,
+                           cross_check=not args.no_cross_check)
     result = apply_sketch(original, sketch, args.language, args.path or str(args.original), options)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -8,6 +8,7 @@ Config block (every option is a constructor keyword)::
         options:
           max_delete_share: 0.3
           parse_check: true
+          cross_check: true      # a second, global reading must give the same file
           model: null            # a local HF causal LM path: rewrites the file on an abstain
           model_options: {device: cpu, max_new_tokens: 8192, draft_len: 24}
 
@@ -58,14 +59,15 @@ class ApplySpecialist(Specialist):
     version = "1"
 
     def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
-                 model: str | None = None, model_options: Mapping[str, Any] | None = None,
-                 **options: Any) -> None:
+                 cross_check: bool = True, model: str | None = None,
+                 model_options: Mapping[str, Any] | None = None, **options: Any) -> None:
         if options:  # a misspelt option must fail at load, not silently do nothing
             raise TypeError(f"unknown options: {', '.join(sorted(options))}")
         super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
-                         model=model, model_options=dict(model_options or {}))
+                         cross_check=cross_check, model=model,
+                         model_options=dict(model_options or {}))
         self.apply_options = ApplyOptions(max_delete_share=max_delete_share, parse_check=parse_check,
-                                          fuzzy=fuzzy)
+                                          fuzzy=fuzzy, cross_check=cross_check)
         self.model_name = model
         self.model_options = dict(model_options or {})
         self.fallback: Any = None

@@ -103,3 +103,16 @@ def test_cli_prints_merged_file_diff_and_exit_codes(tmp_path: Path, capsys) -> N
     sketch.write_text(SKETCH)
     assert cli_main(["apply", str(original), str(sketch), "--write"]) == 0
     assert original.read_text() == MERGED
+
+
+def test_cross_check_is_a_config_option_and_a_cli_flag(tmp_path: Path, capsys) -> None:
+    assert ApplySpecialist().apply_options.cross_check is True
+    spec = ApplySpecialist(cross_check=False)
+    assert spec.apply_options.cross_check is False
+    result = spec.answer({"original": ORIGINAL, "sketch": SKETCH, "path": "m.py"})
+    assert not result.abstained and result.output["files"][0]["merged"] == MERGED
+    original, sketch = tmp_path / "m.py", tmp_path / "s.py"
+    original.write_text(ORIGINAL)
+    sketch.write_text(SKETCH)
+    assert cli_main(["apply", str(original), str(sketch), "--no-cross-check"]) == 0
+    assert capsys.readouterr().out == MERGED
