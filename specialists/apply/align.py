@@ -225,7 +225,19 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     F0[0] = 0
     F1 = strict_deletions(F0)
     FI = inf_row
+    def closes_block(j: int) -> bool:
+        """Item j is a marker right after code or a remove comment: the lines between them
+        belong to the marker's run, so nothing is deleted there (it would cost, and be
+        undone, to make a block look changed)."""
+        if j == 0 or kinds[j - 1] == LineKind.MARKER or kinds[j - 1] == IMPLICIT:
+            return False
+        if kinds[j] == LineKind.MARKER:
+            return True
+        return kinds[j] == IMPLICIT and not (j == m - 1 and kinds[j - 1] == LineKind.CODE)
+
     for j in range(m):
+        if closes_block(j):
+            F1 = rows_h[j - 1][1]  # type: ignore[index]
         rows.append((F0, F1, FI))
         kind = kinds[j]
         if kind == LineKind.CODE:
@@ -321,6 +333,8 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
                 A0, A1, AI, _ = rows_h[j]  # type: ignore[misc]
                 if st == 0:
                     q, hs = p, 0
+                elif j + 1 < m and closes_block(j + 1):
+                    q, hs = p, st
                 elif st == 2:
                     q, hs = p, 2
                 else:
