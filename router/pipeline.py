@@ -289,7 +289,8 @@ class EditPipeline:
             result.reason = result.trace[-1].reason
             return result
         last_sketch: str | None = None
-        for fmt in chain:
+        fallback: tuple[dict[str, str], str] | None = None
+        for at, fmt in enumerate(chain):
             merged = await self._attempt(fmt, req, files, context, result, last_sketch)
             if isinstance(merged, str):  # the sketch, kept for the model-based applier
                 last_sketch = merged
@@ -298,7 +299,18 @@ class EditPipeline:
                 continue
             why = await self._verify(req, files, merged, result.trace)
             if why is None:
+                guessed = _guessed(result.trace)
+                if guessed and at + 1 < len(chain):
+                    # The applier read the sketch one way where it could be read another
+                    # (placement by similarity, blank lines it kept): a later step writes the
+                    # change in full; this merge stays as the answer if none succeeds.
+                    fallback = fallback or (merged, fmt)
+                    result.trace[-1].reason = f"{guessed}; escalating (kept as a fallback)"
+                    result.trace[-1].detail["guessed"] = True
+                    continue
                 return self._finish(req, files, merged, fmt, result)
+        if fallback is not None:
+            return self._finish(req, files, fallback[0], fallback[1], result)
         result.reason = "every step of the chain failed: " + "; ".join(
             f"{s.format or s.stage}: {s.reason}" for s in result.trace
             if s.outcome in ("abstained", "failed", "error") and s.reason) + (
@@ -512,6 +524,7 @@ def _merge_answer(fmt: str, answer: str, files: dict[str, str]
     if not bodies:
         return None, "the answer has no code block for a file (prose only?)", {}
     merged: dict[str, str] = {}
+    guesses: dict[str, int] = {}
     for path, body in bodies:
         original = files.get(path, "")
         if fmt == "whole_file":
@@ -530,8 +543,28 @@ def _merge_answer(fmt: str, answer: str, files: dict[str, str]
         if unexplained:
             return None, f"{path}: {unexplained}", {}
         merged[path] = _match_final_newline(res.merged or "", original)
+        for key in ("fuzzy_placements", "blank_guesses"):
+            if res.stats.get(key):
+                guesses[key] = guesses.get(key, 0) + int(res.stats[key])
     new = [p for p in merged if p not in files or not files[p]]
-    return merged, None, {"new_files": new} if new else {}
+    detail: dict[str, Any] = {"new_files": new} if new else {}
+    if guesses:
+        detail["guesses"] = guesses
+    return merged, None, detail
+
+
+def _guessed(trace: list[Step]) -> str | None:
+    """What the last apply step guessed, if anything (from the applier's stats)."""
+    step = next((s for s in reversed(trace) if s.stage == "apply"), None)
+    if step is None or step.outcome != "ok":
+        return None
+    guesses = step.detail.get("guesses") or {}
+    if not guesses:
+        return None
+    return "the applier " + " and ".join(
+        {"fuzzy_placements": "placed {} block(s) by similarity",
+         "blank_guesses": "kept {} blank run(s) the sketch wrote shorter"}[k].format(v)
+        for k, v in sorted(guesses.items()))
 
 
 def _invented_lines(original: str, merged: str, sketch: str) -> list[str]:

@@ -85,10 +85,15 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
         "deleted_by_context": merged.deleted_by_context,
         "deleted_by_remove": merged.deleted_by_remove,
         "fuzzy_placements": merged.fuzzy,
+        "blank_guesses": merged.blank_guesses,
         "lines_in": len(merged.lines.raw),
         "lines_out": len(merged.out),
     }
+    # A placement by similarity, or blank lines kept that the sketch wrote fewer of, is a
+    # reading the sketch does not state: a cascade may prefer to escalate.
     confidence = 1.0 if not merged.fuzzy else 0.8
+    if merged.blank_guesses:
+        confidence = min(confidence, 0.9)
     return ApplyResult("applied", merged=merged.text(), diff=diff, path=path,
                        confidence=confidence, stats=stats)
 

@@ -73,6 +73,7 @@ class Merge:
     deleted_by_context: int
     deleted_by_remove: int
     fuzzy: int
+    blank_guesses: int  # blank runs kept that the sketch wrote shorter or left out
     final_newline: bool
 
     def text(self) -> str:
@@ -249,6 +250,8 @@ class _Merger:
         # The near-tie runs only compare their output with this one's, which was checked.
         self.check_deletions = weights is DEFAULT_WEIGHTS
         self.dp_spans: dict[int, tuple[int, int]] = {}
+        self.blank_guesses = 0
+        self.deleted_by_context = self.deleted_by_remove = 0
 
     def fork(self) -> _Merger:
         """A fresh merger over the same original and sketch, sharing what only depends on
@@ -658,6 +661,7 @@ class _Merger:
         origin: list[int] = []
         self.deleted_by_context = 0
         self.deleted_by_remove = 0
+        self.blank_guesses = 0
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
             self._check_implicit_deletion(ja, pa, jb, pb)
             self._emit_gap(ja, pa, jb, pb, out, origin)
@@ -715,6 +719,7 @@ class _Merger:
             if (all(not sk.keys[j] for j in new) and pb > pa + 1
                     and all(not self.ok[p] for p in range(pa + 1, pb))):
                 self._keep(pa + 1, pb, out, origin)  # blank lines the sketch dropped or merged
+                self.blank_guesses += not dry
                 return
             self._replace_run(pa + 1, pb, new, out, origin, dry)
             return
@@ -758,6 +763,7 @@ class _Merger:
             lead_s += 1
         if lead_o > lead_s and lo + lead_o < hi and lead_s < len(new):
             self._keep(lo, lo + lead_o, out, origin)
+            self.blank_guesses += not dry
             lo, new = lo + lead_o, new[lead_s:]
         tail_o = 0
         while hi - tail_o - 1 >= lo and not ok[hi - tail_o - 1]:
@@ -769,6 +775,7 @@ class _Merger:
         if keep_tail:
             new = new[:len(new) - tail_s]
             hi -= tail_o
+            self.blank_guesses += not dry
         self._delete(lo, hi, by_remove=False, dry=dry)
         self._emit_new(new, out, origin)
         if keep_tail:
@@ -1273,5 +1280,6 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         deleted_by_context=merger.deleted_by_context,
         deleted_by_remove=merger.deleted_by_remove,
         fuzzy=merger.fuzzy,
+        blank_guesses=merger.blank_guesses,
         final_newline=final_newline,
     )

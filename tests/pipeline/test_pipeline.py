@@ -69,6 +69,31 @@ def test_abstain_escalates_to_search_replace(client: FrontierClient, fake: FakeF
     assert fake.requests[1]["messages"][0]["content"].count("SEARCH") >= 1
 
 
+def test_a_guessed_merge_escalates_and_stays_as_the_fallback(client: FrontierClient,
+                                                            fake: FakeFrontier) -> None:
+    # The sketch writes one blank line where the file has two, next to a rewrite: the
+    # applier keeps both (writers drop blank lines) and says it guessed. The cascade asks for
+    # the change in full; the single sketch route returns the guess.
+    before = "x = 1\n\n\n# old note\ny = 2\n"
+    after = "x = 1\n\n# new note\ny = 2\n"
+    sketch = fenced("# ...\nx = 1\n\n# new note\ny = 2\n")
+    fake.push(sketch, "text:" + search_replace_blocks(before, after, "app.py"))
+    result = run(EditPipeline(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
+    assert result.status == "applied" and result.format == "search_replace"
+    assert result.files["app.py"] == after
+    guessed = next(s for s in result.trace if s.detail.get("guessed"))
+    assert guessed.stage == "verify" and "blank run" in (guessed.reason or "")
+    # the next step fails: the guess is the answer
+    fake.push(sketch, "text:no blocks here", "text:nor here")
+    result = run(EditPipeline(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
+    assert result.status == "applied" and result.format == "sketch"
+    assert result.files["app.py"] == "x = 1\n\n\n# new note\ny = 2\n"
+    fake.push(sketch)
+    single = run(EditPipeline(client, ["fake"]),
+                 EditRequest("reword", texts={"app.py": before}, strategy="sketch"))
+    assert single.format == "sketch" and len(fake.requests) == 2 + 3 + 1
+
+
 def test_prose_only_escalates_to_whole_file(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push("text:Sure! I would add a docstring.", "text:I cannot find it.",
               fenced(AFTER))
