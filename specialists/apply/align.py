@@ -82,337 +82,398 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
           weak: Callable[[str], bool], costs: Costs | None = None) -> tuple[Alignment, Alignment]:
     """The earliest and the latest optimal alignment (equal when the sketch reads one way).
 
-    ``removes`` maps each remove comment's sketch index to the original runs it may delete.
+    ``removes`` maps each remove comment's sketch index to the original runs it may delete;
+    ``weak`` tells lines too common to anchor on (braces, ``else:``). Raises ``ValueError``
+    when no reading exists (a remove comment with nowhere to go).
     """
-    if costs is None:
-        costs = Costs()
-    n, m = len(okeys), len(skeys)
-    ids: dict[str, int] = {}
-    oid = np.empty(n, dtype=np.int64)
-    for p, key in enumerate(okeys):
-        oid[p] = ids.setdefault(key, len(ids))
-    positions: dict[int, np.ndarray] = {}
-    ow = np.asarray(owidths, dtype=np.int64)
-    oblank = np.fromiter((not k for k in okeys), dtype=bool, count=n)
-    dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
-    D = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(dcost, out=D[1:])
-    fnb = _first_nonblank_widths(okeys, owidths)
+    problem = _Problem(okeys, owidths, skeys, kinds, swidths, shift, removes, weak,
+                       costs or Costs())
+    problem.forward()
+    return problem.trace(late=False), problem.trace(late=True)
 
-    # A block's edge line next to a marker (its first/last line that is not trivial) is
-    # context: the marker's run ends (starts) right there. When the original has that line,
-    # reading it as new code would keep the run the sketch replaced and repeat the line.
-    edge_rows: set[int] = set()
-    next_to_marker: set[int] = set()  # the lines right next to a marker, trivial ones too
-    for j in range(m):
-        if kinds[j] != LineKind.MARKER:
-            continue  # a left-out marker may be the file's end; a remove comment is exact
-        for step in (1, -1):
-            i = j + step
-            if 0 <= i < m and kinds[i] == LineKind.CODE:
-                next_to_marker.add(i)
-            while 0 <= i < m and kinds[i] == LineKind.CODE and not skeys[i]:
-                i += step  # blank lines: look at the first line with text
-            if 0 <= i < m and kinds[i] == LineKind.CODE and ids.get(skeys[i]) is not None:
-                edge_rows.add(i)
-    # A sketch that starts with code whose first line the original does not have starts the
-    # file (no first marker was left out): nothing is kept before it.
-    no_first_run = False
-    if m and kinds[0] == IMPLICIT:
-        first = next((i for i in range(1, m) if kinds[i] == LineKind.CODE and skeys[i]), None)
-        no_first_run = first is not None and ids.get(skeys[first]) is None
 
-    # Original lines a new sketch line may rewrite: same indentation, same first word, and
-    # similar (difflib quick_ratio >= 0.7). Rewriting costs less than deleting and inserting, so
-    # of two places a block fits, the one where its new lines modify old ones wins.
-    by_head: dict[tuple[int, str], list[int]] | None = None
+_Row = tuple[np.ndarray, np.ndarray, np.ndarray]
 
-    def similar(j: int) -> np.ndarray:
-        nonlocal by_head
-        key = skeys[j]
-        if not key or ids.get(key) is not None or weak(key):
+
+class _Problem:
+    """One sketch against one original: the cost tables, the forward pass, the trace-back.
+
+    States before each sketch item, one array over original positions 0..n each: F0 (the
+    current block has changed nothing yet), F1 (changed; last step a match, a rewrite or a
+    deletion), FI (changed; last step an insertion). Insertions and deletions pay their
+    ``*_open`` cost once per run: new code comes in runs, and a run that copies old lines
+    must not be shredded into matches against the lines it copied.
+    """
+
+    def __init__(self, okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[int],
+                 swidths: list[int], shift: int, removes: dict[int, list[tuple[int, int]]],
+                 weak: Callable[[str], bool], costs: Costs) -> None:
+        self.okeys, self.owidths, self.skeys, self.kinds = okeys, owidths, skeys, kinds
+        self.swidths, self.shift, self.removes, self.weak, self.costs = (
+            swidths, shift, removes, weak, costs)
+        self.n = n = len(okeys)
+        self.m = m = len(skeys)
+        self.ids: dict[str, int] = {}
+        self.oid = np.empty(n, dtype=np.int64)
+        for p, key in enumerate(okeys):
+            self.oid[p] = self.ids.setdefault(key, len(self.ids))
+        self.positions: dict[int, np.ndarray] = {}
+        self.ow = np.asarray(owidths, dtype=np.int64)
+        oblank = np.fromiter((not k for k in okeys), dtype=bool, count=n)
+        dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
+        self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
+        np.cumsum(dcost, out=self.D[1:])
+        self.fnb = _first_nonblank_widths(okeys, owidths)
+        self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
+        self.by_head: dict[tuple[int, str], list[int]] | None = None
+        self.insert_costs: dict[int, np.ndarray | int] = {}
+        self._edges()
+        # A block that changes nothing is not something a writer sends, so ending one costs
+        # ``unchanged``: it stops a block of context from sliding onto a look-alike spot
+        # where the edit it shows would vanish. has_block[j]: code precedes item j since the
+        # last separator.
+        self.has_block = [False] * (m + 1)
+        for j in range(m):
+            self.has_block[j + 1] = kinds[j] == LineKind.CODE or (
+                self.has_block[j] and kinds[j] == LineKind.REMOVE)
+        self.rows: list[_Row] = []  # (F0, F1, FI) before each item, and after the last
+        self.rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
+        self.total = 0
+
+    def _edges(self) -> None:
+        """A block's first (last) line with text next to a marker is context: the marker's run
+        ends (starts) right there. When the original has that line, reading it as new code
+        would keep the run the sketch replaced and repeat the line."""
+        kinds, skeys, m = self.kinds, self.skeys, self.m
+        self.edge_rows: set[int] = set()
+        self.next_to_marker: set[int] = set()  # the lines right next to a marker, blank too
+        for j in range(m):
+            if kinds[j] != LineKind.MARKER:
+                continue  # a left-out marker may be the file's end; a remove comment is exact
+            for step in (1, -1):
+                i = j + step
+                if 0 <= i < m and kinds[i] == LineKind.CODE:
+                    self.next_to_marker.add(i)
+                while 0 <= i < m and kinds[i] == LineKind.CODE and not skeys[i]:
+                    i += step  # blank lines: look at the first line with text
+                if 0 <= i < m and kinds[i] == LineKind.CODE and skeys[i] in self.ids:
+                    self.edge_rows.add(i)
+        # A sketch that starts with code whose first line the original does not have starts
+        # the file (no first marker was left out): nothing is kept before it.
+        self.no_first_run = False
+        if m and kinds[0] == IMPLICIT:
+            first = next((i for i in range(1, m) if kinds[i] == LineKind.CODE and skeys[i]), None)
+            self.no_first_run = first is not None and skeys[first] not in self.ids
+
+    # ---- costs --------------------------------------------------------------------------
+
+    def match_positions(self, j: int) -> np.ndarray:
+        i = self.ids.get(self.skeys[j])
+        if i is None:
             return _NONE
-        if by_head is None:
-            by_head = {}
-            for p, okey in enumerate(okeys):
+        found = self.positions.get(i)
+        if found is None:
+            found = self.positions[i] = np.flatnonzero(self.oid == i)
+        return found
+
+    def indent_pen(self, j: int, p: int) -> int:
+        """A matched line whose indentation disagrees with the sketch's (after the shift)."""
+        return self.costs.indent if (self.skeys[j]
+                                     and self.owidths[p] != self.swidths[j] - self.shift) else 0
+
+    def match_pen(self, j: int, ps: np.ndarray) -> np.ndarray:
+        if not self.skeys[j]:
+            return np.zeros(len(ps), dtype=np.int64)
+        return np.where(self.ow[ps] != self.swidths[j] - self.shift,
+                        self.costs.indent, 0).astype(np.int64)
+
+    def marker_pen(self, j: int) -> np.ndarray:
+        if self.kinds[j] == IMPLICIT:
+            return np.zeros(self.n + 1, dtype=np.int64)
+        target = self.swidths[j] - self.shift
+        fnb = self.fnb
+        return np.where((fnb == -1) | (fnb == target), 0, self.costs.marker_indent).astype(np.int64)
+
+    def similar(self, j: int) -> np.ndarray:
+        """Original lines a new sketch line may rewrite: same indentation, same first word,
+        and similar (difflib quick_ratio >= 0.7). A rewrite costs less than a deletion and an
+        insertion, so of two places a block fits, the one where its new lines modify old ones
+        wins."""
+        key = self.skeys[j]
+        if not key or key in self.ids or self.weak(key):
+            return _NONE
+        if self.by_head is None:
+            self.by_head = {}
+            for p, okey in enumerate(self.okeys):
                 if okey:
-                    by_head.setdefault((owidths[p], okey.split(None, 1)[0][:12]), []).append(p)
-        found = by_head.get((swidths[j] - shift, key.split(None, 1)[0][:12]))
+                    self.by_head.setdefault((self.owidths[p], okey.split(None, 1)[0][:12]),
+                                            []).append(p)
+        found = self.by_head.get((self.swidths[j] - self.shift, key.split(None, 1)[0][:12]))
         if not found:
             return _NONE
         matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)
         out = []
         for p in found[:64]:
-            matcher.set_seq1(okeys[p])
+            matcher.set_seq1(self.okeys[p])
             # quick_ratio (shared characters, any order) is enough among lines that already
             # share their indentation and first word; difflib's full ratio costs 4x more
             if matcher.real_quick_ratio() >= 0.7 and matcher.quick_ratio() >= 0.7:
                 out.append(p)
         return np.asarray(out, dtype=np.int64)
 
-    insert_costs: dict[int, np.ndarray | int] = {}
+    def insert_cost(self, j: int) -> np.ndarray | int:
+        if j not in self.insert_costs:
+            self.insert_costs[j] = self._insert_cost(j)
+        return self.insert_costs[j]
 
-    def insert_cost(j: int) -> np.ndarray | int:
-        if j not in insert_costs:
-            insert_costs[j] = _insert_cost(j)
-        return insert_costs[j]
-
-    def _insert_cost(j: int) -> np.ndarray | int:
+    def _insert_cost(self, j: int) -> np.ndarray | int:
         """Inserting a copy of a line the original has a few lines away reads the sketch as
         repeating code it only meant as context (the kept run ends where the copy starts)."""
-        key = skeys[j]
-        if j in edge_rows:
+        costs, key, n = self.costs, self.skeys[j], self.n
+        if j in self.edge_rows:
             return costs.edge
-        if j in next_to_marker and ids.get(key) is not None:
+        if j in self.next_to_marker and key in self.ids:
             return costs.insert_next_to_marker
         if not key:
             return costs.insert_blank
-        found = match_positions(j)
-        if weak(key) or not len(found):
+        found = self.match_positions(j)
+        if self.weak(key) or not len(found):
             return costs.insert
         mark = np.zeros(n + 2, dtype=np.int64)
         np.add.at(mark, np.maximum(found - costs.near + 1, 0), 1)
         np.add.at(mark, np.minimum(found + costs.near + 1, n + 1), -1)
         return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
 
-    def match_positions(j: int) -> np.ndarray:
-        key = skeys[j]
-        i = ids.get(key)
-        if i is None:
-            return np.empty(0, dtype=np.int64)
-        found = positions.get(i)
-        if found is None:
-            found = positions[i] = np.flatnonzero(oid == i)
-        return found
+    # ---- forward pass -------------------------------------------------------------------
 
-    def match_pen(j: int, ps: np.ndarray) -> np.ndarray:
-        if not skeys[j]:
-            return np.zeros(len(ps), dtype=np.int64)
-        return np.where(ow[ps] != swidths[j] - shift, costs.indent, 0).astype(np.int64)
-
-    def marker_pen(j: int) -> np.ndarray:
-        if kinds[j] == IMPLICIT:
-            return np.zeros(n + 1, dtype=np.int64)
-        target = swidths[j] - shift
-        return np.where((fnb == -1) | (fnb == target), 0, costs.marker_indent).astype(np.int64)
-
-    # A block that changes nothing is not something a writer sends, so ending one costs
-    # ``unchanged``: it stops a block of context from sliding onto a look-alike spot where
-    # the edit it shows would vanish.
-    has_block = [False] * (m + 1)  # whether code lines precede item j since the last separator
-    for j in range(m):
-        has_block[j + 1] = kinds[j] == LineKind.CODE or (has_block[j] and kinds[j] == LineKind.REMOVE)
-    inf_row = np.full(n + 1, _INF, dtype=np.int64)
-
-    def strict_deletions(H: np.ndarray) -> np.ndarray:
+    def strict_deletions(self, H: np.ndarray) -> np.ndarray:
         """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
-        c = np.minimum.accumulate(H - D)
-        return D + np.concatenate(([_INF], c[:-1]))
+        c = np.minimum.accumulate(H - self.D)
+        return self.D + np.concatenate(([_INF], c[:-1]))
 
-    def block_end(f0: np.ndarray, f1: np.ndarray, fi: np.ndarray, j: int) -> np.ndarray:
+    def block_end(self, f: _Row, j: int) -> np.ndarray:
+        f0, f1, fi = f
         changed = np.minimum(f1, fi)
-        if not has_block[j]:
+        if not self.has_block[j]:
             return np.minimum(f0, changed)
-        return np.minimum(changed, f0 + costs.unchanged)
+        return np.minimum(changed, f0 + self.costs.unchanged)
 
-    # States before each item: F0 (block unchanged so far), F1 (changed; last step a match
-    # or a deletion), FI (changed; last step an insertion). Insertions cost ``insert_open``
-    # once per run: new code comes in runs, and a run that copies old lines must not be
-    # shredded into matches against the lines it copied.
-    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
-    F0 = inf_row.copy()
-    F0[0] = 0
-    F1 = strict_deletions(F0)
-    FI = inf_row
-    def closes_block(j: int) -> bool:
+    def closes_block(self, j: int) -> bool:
         """Item j is a marker right after code or a remove comment: the lines between them
         belong to the marker's run, so nothing is deleted there (it would cost, and be
-        undone, to make a block look changed)."""
+        undone by assembly, to make a block look changed)."""
+        kinds = self.kinds
         if j == 0 or kinds[j - 1] == LineKind.MARKER or kinds[j - 1] == IMPLICIT:
             return False
         if kinds[j] == LineKind.MARKER:
             return True
-        return kinds[j] == IMPLICIT and not (j == m - 1 and kinds[j - 1] == LineKind.CODE)
+        return kinds[j] == IMPLICIT and not self.is_left_out_end(j)
 
-    for j in range(m):
-        if closes_block(j):
-            F1 = rows_h[j - 1][1]  # type: ignore[index]
-        rows.append((F0, F1, FI))
-        kind = kinds[j]
-        if kind == LineKind.CODE:
-            ins = insert_cost(j)
-            start = np.minimum(F0, F1) + costs.insert_open
-            if j == 1 and kinds[0] == IMPLICIT:
-                # Lines kept before the first code line (a first marker left out) end where the
-                # sketch's first line matches; a new first line starts the file.
-                first = int(start[0])
-                start = inf_row.copy()
-                start[0] = first
-            AI = np.minimum(start, FI) + ins
-            A0 = inf_row.copy()
-            A1 = inf_row.copy()
-            ps = match_positions(j)
-            if len(ps):
-                pen = match_pen(j, ps)
-                A0[ps + 1] = F0[ps] + pen
-                A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
-            M1 = A1.copy()  # matches only (the last marker left out needs one)
-            subs = similar(j)
-            if len(subs):
-                any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
-                np.minimum.at(A1, subs + 1, any_state + costs.substitute)
-            rows_h.append((A0, A1, AI, M1))
-            anyway = np.minimum(np.minimum(A0, A1), AI)
-            F0, F1, FI = A0, np.minimum(A1, strict_deletions(anyway) + costs.delete_open), AI
-        elif kind == LineKind.REMOVE:
-            either = np.minimum(np.minimum(F0, F1), FI)
-            A1 = inf_row.copy()
-            for s, e in removes.get(j, ()):
-                if either[s] < A1[e]:
-                    A1[e] = either[s]
-            rows_h.append((inf_row, A1, inf_row, inf_row))
-            F0, F1, FI = inf_row, D + np.minimum.accumulate(A1 - D), inf_row
-        elif kind == IMPLICIT and j == m - 1 and j > 0 and kinds[j - 1] == LineKind.CODE:
-            # The last marker left out: lines after the last code line are kept only when that
-            # line matched right before them.
-            rows_h.append(None)
-            A0, _, _, M1 = rows_h[j - 1]  # type: ignore[misc]
-            ends = np.minimum(M1, A0 + costs.unchanged)
-            E = block_end(F0, F1, FI, j)
-            G = inf_row.copy()
-            G[n] = min(int(E[n]), int(ends[:n].min()) if n else int(_INF))
-            F0, F1, FI = G, inf_row, inf_row
-        else:
-            rows_h.append(None)
-            C = np.minimum.accumulate(block_end(F0, F1, FI, j) + marker_pen(j))
-            if kind == IMPLICIT and j == 0 and no_first_run:
-                C = block_end(F0, F1, FI, j)  # the sketch's first line is new: nothing kept before it
-            if kind == IMPLICIT:
-                F0 = C
+    def is_left_out_end(self, j: int) -> bool:
+        return (self.kinds[j] == IMPLICIT and j == self.m - 1 and j > 0
+                and self.kinds[j - 1] == LineKind.CODE)
+
+    def forward(self) -> None:
+        n, inf_row = self.n, self.inf_row
+        F0 = inf_row.copy()
+        F0[0] = 0
+        f: _Row = (F0, self.strict_deletions(F0), inf_row)
+        for j in range(self.m):
+            if self.closes_block(j):
+                f = (f[0], self.rows_h[j - 1][1], f[2])  # type: ignore[index]
+            self.rows.append(f)
+            kind = self.kinds[j]
+            if kind == LineKind.CODE:
+                f = self._code_row(j, f)
+            elif kind == LineKind.REMOVE:
+                f = self._remove_row(j, f)
+            elif self.is_left_out_end(j):
+                f = self._left_out_end_row(j, f)
             else:
-                F0 = np.minimum(np.concatenate(([_INF], C[:-1])),
-                                block_end(F0, F1, FI, j) + costs.marker_empty)
-            F1 = FI = inf_row
-    rows.append((F0, F1, FI))
-    total = int(block_end(F0, F1, FI, m)[n])
-    if total >= _INF // 2:
-        raise ValueError("no alignment")
+                f = self._marker_row(j, f)
+        self.rows.append(f)
+        self.total = int(self.block_end(f, self.m)[n])
+        if self.total >= _INF // 2:
+            raise ValueError("no alignment")
 
-    def matched(j: int, q: int, value: int, f: tuple[np.ndarray, np.ndarray, np.ndarray]) -> bool:
-        if q < 1 or skeys[j] != okeys[q - 1]:
-            return False
-        pen = costs.indent if (skeys[j] and owidths[q - 1] != swidths[j] - shift) else 0
-        return int(min(f[1][q - 1], f[2][q - 1])) + pen == value
+    def _code_row(self, j: int, f: _Row) -> _Row:
+        F0, F1, FI = f
+        costs, inf_row = self.costs, self.inf_row
+        start = np.minimum(F0, F1) + costs.insert_open
+        if j == 1 and self.kinds[0] == IMPLICIT:
+            # Lines kept before the first code line (a first marker left out) end where the
+            # sketch's first line matches; a new first line starts the file.
+            first = int(start[0])
+            start = inf_row.copy()
+            start[0] = first
+        AI = np.minimum(start, FI) + self.insert_cost(j)
+        A0 = inf_row.copy()
+        A1 = inf_row.copy()
+        ps = self.match_positions(j)
+        if len(ps):
+            pen = self.match_pen(j, ps)
+            A0[ps + 1] = F0[ps] + pen
+            A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
+        M1 = A1.copy()  # matches only (a left-out last marker needs one)
+        subs = self.similar(j)
+        if len(subs):
+            any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
+            np.minimum.at(A1, subs + 1, any_state + costs.substitute)
+        self.rows_h.append((A0, A1, AI, M1))
+        anyway = np.minimum(np.minimum(A0, A1), AI)
+        return A0, np.minimum(A1, self.strict_deletions(anyway) + costs.delete_open), AI
 
+    def _remove_row(self, j: int, f: _Row) -> _Row:
+        either = np.minimum(np.minimum(f[0], f[1]), f[2])
+        A1 = self.inf_row.copy()
+        for s, e in self.removes.get(j, ()):
+            if either[s] < A1[e]:
+                A1[e] = either[s]
+        self.rows_h.append((self.inf_row, A1, self.inf_row, self.inf_row))
+        return self.inf_row, self.D + np.minimum.accumulate(A1 - self.D), self.inf_row
+
+    def _left_out_end_row(self, j: int, f: _Row) -> _Row:
+        """The last marker left out: lines after the last code line are kept only when that
+        line matched right before them; otherwise the sketch wrote the file's end."""
+        n = self.n
+        self.rows_h.append(None)
+        A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
+        ends = np.minimum(M1, A0 + self.costs.unchanged)
+        G = self.inf_row.copy()
+        G[n] = min(int(self.block_end(f, j)[n]), int(ends[:n].min()) if n else int(_INF))
+        return G, self.inf_row, self.inf_row
+
+    def _marker_row(self, j: int, f: _Row) -> _Row:
+        self.rows_h.append(None)
+        E = self.block_end(f, j)
+        if self.kinds[j] == IMPLICIT:
+            if j == 0 and self.no_first_run:
+                return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
+            return np.minimum.accumulate(E + self.marker_pen(j)), self.inf_row, self.inf_row
+        C = np.minimum.accumulate(E + self.marker_pen(j))
+        F0 = np.minimum(np.concatenate(([_INF], C[:-1])), E + self.costs.marker_empty)
+        return F0, self.inf_row, self.inf_row
+
+    # ---- trace-back ---------------------------------------------------------------------
+
+    @staticmethod
     def pick(options: list[int], late: bool) -> int:
         return max(options) if late else min(options)
 
-    def state_of(f: tuple[np.ndarray, np.ndarray, np.ndarray], at: int, value: int,
-                 allowed: tuple[int, ...] = (1, 2, 0)) -> int:
+    @staticmethod
+    def state_of(f: _Row, at: int, value: int, allowed: tuple[int, ...] = (1, 2, 0)) -> int:
         for st in allowed:
             if int(f[st][at]) == value:
                 return st
         raise AssertionError("no state gives the value")
 
-    def trace(late: bool) -> Alignment:
+    def matched(self, j: int, q: int, value: int, f: _Row) -> bool:
+        if q < 1 or self.skeys[j] != self.okeys[q - 1]:
+            return False
+        return int(min(f[1][q - 1], f[2][q - 1])) + self.indent_pen(j, q - 1) == value
+
+    def trace(self, late: bool) -> Alignment:
+        """One optimal path, back from the end: each choice among equal costs goes to the
+        latest (``late``) or the earliest original position."""
+        m, n = self.m, self.n
         sm = [-1] * m
         spans: dict[int, tuple[int, int]] = {}
-        p = n
-        f_end = rows[m]
-        if int(np.minimum(f_end[1], f_end[2])[n]) == total:
-            st = state_of(f_end, n, total, (1, 2))
+        f_end = self.rows[m]
+        if int(np.minimum(f_end[1], f_end[2])[n]) == self.total:
+            st = self.state_of(f_end, n, self.total, (1, 2))
         else:
             st = 0
-        j = m - 1
+        p, j = n, m - 1
         while j >= 0:
-            f = rows[j]
-            kind = kinds[j]
-            target = int(rows[j + 1][st][p])
+            kind = self.kinds[j]
+            target = int(self.rows[j + 1][st][p])
             if kind == LineKind.CODE or kind == LineKind.REMOVE:
-                A0, A1, AI, _ = rows_h[j]  # type: ignore[misc]
-                if st == 0:
-                    q, hs = p, 0
-                elif j + 1 < m and closes_block(j + 1):
-                    q, hs = p, st
-                elif st == 2:
-                    q, hs = p, 2
-                else:
-                    cands = [(int(q), 1) for q in
-                             np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
-                    anyway = np.minimum(np.minimum(A0, A1), AI)
-                    cands += [(int(q), 3) for q in
-                              np.flatnonzero(anyway[:p] - D[:p] == target - D[p] - costs.delete_open)]
-                    q = pick([c[0] for c in cands], late)
-                    hs = 1 if (q, 1) in cands else 3
-                if hs == 3:  # deletions after any of the three
-                    value = int(min(A0[q], A1[q], AI[q]))
-                    hs = 0 if int(A0[q]) == value else (1 if int(A1[q]) == value else 2)
-                hq = int((A0, A1, AI)[hs][q])
-                if kind == LineKind.REMOVE:
-                    starts = [s for s, e in removes.get(j, ())
-                              if e == q and min(int(f[0][s]), int(f[1][s]), int(f[2][s])) == hq]
-                    s = pick(starts, late)
-                    spans[j] = (s, q)
-                    p, st = s, state_of(f, s, hq)
-                elif hs == 1 and not matched(j, q, hq, f):
-                    # a new line in place of a similar old one (a modification)
-                    sm[j] = -1
-                    p = q - 1
-                    st = state_of(f, p, hq - costs.substitute, (1, 2, 0))
-                elif hs in (0, 1):
-                    pen = costs.indent if (skeys[j] and owidths[q - 1] != swidths[j] - shift) else 0
-                    sm[j] = q - 1
-                    p = q - 1
-                    st = 0 if hs == 0 else state_of(f, p, hq - pen, (1, 2))
-                else:  # inserted
-                    ins = insert_cost(j)
-                    c = int(ins if isinstance(ins, int) else ins[q])
-                    if int(f[2][q]) + c == hq:
-                        st = 2
-                    else:
-                        st = state_of(f, q, hq - c - costs.insert_open, (1, 0))
-                    p = q
+                p, st = self._trace_line(j, p, st, target, late, sm, spans)
                 j -= 1
-                continue
-            if kind == IMPLICIT and j == m - 1 and j > 0 and kinds[j - 1] == LineKind.CODE:
-                A0, _, _, M1 = rows_h[j - 1]  # type: ignore[misc]
-                E = block_end(*f, j)
-                if int(E[n]) == target:
-                    spans[j] = (n, n)
-                    st = state_of(f, n, target, (1, 2)) if int(np.minimum(f[1], f[2])[n]) == target else 0
-                    j -= 1
-                    continue
-                ends = np.minimum(M1, A0 + costs.unchanged)
-                s = pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
-                spans[j] = (s, n)
-                sm[j - 1] = s - 1
-                pen = costs.indent if (skeys[j - 1] and owidths[s - 1] != swidths[j - 1] - shift) else 0
-                fp = rows[j - 1]
-                if int(M1[s]) == target:
-                    st = state_of(fp, s - 1, target - pen, (1, 2))
-                else:
-                    st = 0
-                p = s - 1
-                j -= 2
-                continue
-            mp = marker_pen(j)
-            C = block_end(*f, j) + mp
-            upto = p + 1 if kind == IMPLICIT else p
-            if kind == IMPLICIT and j == 0 and no_first_run:
-                upto = 1
-            found = [int(x) for x in np.flatnonzero(C[:upto] == target)]
-            if kind != IMPLICIT and int(block_end(*f, j)[p]) + costs.marker_empty == target:
-                found.append(p)  # the marker keeps nothing
-            s = pick(found, late)
-            spans[j] = (s, p)
-            value = int(C[s]) - int(mp[s]) if s < p or kind == IMPLICIT else target - costs.marker_empty
-            if int(np.minimum(f[1], f[2])[s]) == value:
-                st = state_of(f, s, value, (1, 2))
+            elif self.is_left_out_end(j):
+                p, st, j = self._trace_left_out_end(j, p, target, late, sm, spans)
             else:
-                st = 0
-            p = s
-            j -= 1
-        return Alignment(sm, spans, total)
+                p, st = self._trace_marker(j, p, target, late, spans)
+                j -= 1
+        return Alignment(sm, spans, self.total)
 
-    return trace(False), trace(True)
+    def _trace_line(self, j: int, p: int, st: int, target: int, late: bool, sm: list[int],
+                    spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        f, D, costs = self.rows[j], self.D, self.costs
+        A0, A1, AI, _ = self.rows_h[j]  # type: ignore[misc]
+        if st == 0:
+            q, hs = p, 0
+        elif j + 1 < self.m and self.closes_block(j + 1):
+            q, hs = p, st
+        elif st == 2:
+            q, hs = p, 2
+        else:
+            cands = [(int(q), 1) for q in np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
+            anyway = np.minimum(np.minimum(A0, A1), AI)
+            cands += [(int(q), 3) for q in
+                      np.flatnonzero(anyway[:p] - D[:p] == target - D[p] - costs.delete_open)]
+            q = self.pick([c[0] for c in cands], late)
+            hs = 1 if (q, 1) in cands else 3
+        if hs == 3:  # deletions after any of the three
+            value = int(min(A0[q], A1[q], AI[q]))
+            hs = 0 if int(A0[q]) == value else (1 if int(A1[q]) == value else 2)
+        hq = int((A0, A1, AI)[hs][q])
+        if self.kinds[j] == LineKind.REMOVE:
+            starts = [s for s, e in self.removes.get(j, ())
+                      if e == q and min(int(f[0][s]), int(f[1][s]), int(f[2][s])) == hq]
+            s = self.pick(starts, late)
+            spans[j] = (s, q)
+            return s, self.state_of(f, s, hq)
+        if hs == 1 and not self.matched(j, q, hq, f):
+            return q - 1, self.state_of(f, q - 1, hq - costs.substitute)  # a rewrite
+        if hs in (0, 1):
+            sm[j] = q - 1
+            if hs == 0:
+                return q - 1, 0
+            return q - 1, self.state_of(f, q - 1, hq - self.indent_pen(j, q - 1), (1, 2))
+        ins = self.insert_cost(j)  # inserted
+        c = int(ins if isinstance(ins, int) else ins[q])
+        if int(f[2][q]) + c == hq:
+            return q, 2
+        return q, self.state_of(f, q, hq - c - costs.insert_open, (1, 0))
+
+    def _trace_left_out_end(self, j: int, p: int, target: int, late: bool, sm: list[int],
+                            spans: dict[int, tuple[int, int]]) -> tuple[int, int, int]:
+        f, n = self.rows[j], self.n
+        A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
+        if int(self.block_end(f, j)[n]) == target:
+            spans[j] = (n, n)
+            st = self.state_of(f, n, target, (1, 2)) if int(np.minimum(f[1], f[2])[n]) == target else 0
+            return p, st, j - 1
+        ends = np.minimum(M1, A0 + self.costs.unchanged)
+        s = self.pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
+        spans[j] = (s, n)
+        sm[j - 1] = s - 1  # the last code line, matched right before the kept lines
+        if int(M1[s]) == target:
+            st = self.state_of(self.rows[j - 1], s - 1, target - self.indent_pen(j - 1, s - 1), (1, 2))
+        else:
+            st = 0
+        return s - 1, st, j - 2
+
+    def _trace_marker(self, j: int, p: int, target: int, late: bool,
+                      spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        f, kind = self.rows[j], self.kinds[j]
+        E = self.block_end(f, j)
+        if kind == IMPLICIT and j == 0 and self.no_first_run:
+            if p > 0:  # the first line is new, and lines before it would go: say so
+                raise ValueError("a sketch that starts with new code would delete the lines "
+                                 "before its first match")
+            spans[j] = (0, 0)
+            return p, 0
+        mp = self.marker_pen(j)
+        C = E + mp
+        upto = p + 1 if kind == IMPLICIT else p
+        found = [int(x) for x in np.flatnonzero(C[:upto] == target)]
+        if kind != IMPLICIT and int(E[p]) + self.costs.marker_empty == target:
+            found.append(p)  # the marker keeps nothing
+        s = self.pick(found, late)
+        spans[j] = (s, p)
+        value = int(C[s]) - int(mp[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
+        if int(np.minimum(f[1], f[2])[s]) == value:
+            return s, self.state_of(f, s, value, (1, 2))
+        return s, 0
