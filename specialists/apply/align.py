@@ -41,7 +41,7 @@ IMPLICIT = 3  # same value as merge.IMPLICIT: a marker the sketch left out (may 
 class Costs:
     insert: int = 20  # a new non-blank sketch line
     insert_open: int = 20  # once per run of new lines
-    insert_blank: int = 6
+    insert_blank: int = 0  # where a new blank line goes is layout, not evidence: leave ties
     delete: int = 40  # an original non-blank line deleted by context
     delete_blank: int = 10
     delete_open: int = 20  # once per run of deleted lines
