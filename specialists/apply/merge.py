@@ -270,19 +270,23 @@ class _Merger:
 
     # ---- anchoring -------------------------------------------------------------------
 
-    def anchor(self) -> list[tuple[int, int]]:
+    def _unique_pairs(self) -> list[tuple[int, int]]:
+        """(sketch line, original line) for every line found once in each and not trivial;
+        also counts the sketch's code lines (``scount``)."""
         sk, pos = self.sk, self.pos
         counts: dict[str, int] = {}
         for j, key in enumerate(sk.keys):
             if sk.kinds[j] == LineKind.CODE and key:
                 counts[key] = counts.get(key, 0) + 1
-        pairs = []
-        for j, key in enumerate(sk.keys):
-            if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE and not _weak(key):
-                found = pos.get(key)
-                if found is not None and len(found) == 1:
-                    pairs.append((j, found[0], self.wt.boundary if sk.boundary[j] else 1.0))
         self.scount = counts
+        return [(j, pos[key][0]) for j, key in enumerate(sk.keys)
+                if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE
+                and not _weak(key) and len(pos.get(key, ())) == 1]
+
+    def anchor(self) -> list[tuple[int, int]]:
+        sk = self.sk
+        pairs = [(j, p, self.wt.boundary if sk.boundary[j] else 1.0)
+                 for j, p in self._unique_pairs()]
         skeleton = _heaviest_chain(pairs, self.n)
         self._check_dropped_anchors(pairs, skeleton)
         for j, p in skeleton:
@@ -301,15 +305,7 @@ class _Merger:
         """Anchor by the global alignment (``align``) and assemble; abstain when the earliest
         and the latest optimal alignments give different files."""
         sk = self.sk
-        counts: dict[str, int] = {}
-        for j, key in enumerate(sk.keys):
-            if sk.kinds[j] == LineKind.CODE and key:
-                counts[key] = counts.get(key, 0) + 1
-        self.scount = counts
-        pairs = [(j, self.pos[key][0]) for j, key in enumerate(sk.keys)
-                 if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE
-                 and not _weak(key) and len(self.pos.get(key, ())) == 1]
-        self.shift = self._estimate_shift(pairs)
+        self.shift = self._estimate_shift(self._unique_pairs())
         removes: dict[int, list[tuple[int, int]]] = {}
         for j, kind in enumerate(sk.kinds):
             if kind == LineKind.REMOVE:
@@ -339,38 +335,28 @@ class _Merger:
         return results[-1]
 
     def _remove_candidates(self, info: MarkerInfo) -> list[tuple[int, int]]:
-        """Every original run a remove comment may delete: its quoted first..last lines or
-        the definition it names, with the blank lines after it when a blank line precedes it
-        (before it at the end of the file), so the blank separation around stays the same."""
+        """Every original run a remove comment may delete, by the rules ``_locate_remove``
+        applies to one place: its quoted first..last lines, or the definition it names with
+        its separating blank lines."""
         ok, n = self.ok, self.n
         runs: list[tuple[int, int]] = []
         if info.remove_quotes:
             first = info.remove_quotes[0].strip()
             last = info.remove_quotes[-1].strip()
-            starts = [p for p in range(n) if ok[p] == first]
-            if not starts:
-                starts = [p for p in range(n) if first and first in ok[p]]
+            starts = [p for p in range(n) if ok[p] == first] or [
+                p for p in range(n) if first and first in ok[p]]
             for p in starts:
                 if len(info.remove_quotes) == 1:
                     runs.append((p, p + 1))
                     continue
                 end = next((q for q in range(p, n) if ok[q] == last), None)
-                if end is None:
-                    end = next((q for q in range(p, n) if last and last in ok[q]), None)
                 if end is not None:
                     runs.append((p, end + 1))
         elif info.remove_name:
-            runs = self._definitions_named(info.remove_name.split(".")[-1].rstrip("()"), 0, n)
-        out = []
-        for t0, t1 in runs:
-            if t1 >= n:
-                while t0 > 0 and not ok[t0 - 1]:
-                    t0 -= 1
-            elif t0 == 0 or not ok[t0 - 1]:
-                while t1 < n and not ok[t1]:
-                    t1 += 1
-            out.append((t0, t1))
-        return sorted(set(out))
+            name = info.remove_name.split(".")[-1].rstrip("()")
+            runs = [self._with_separating_blanks(t0, t1, 0, n)
+                    for t0, t1 in self._definitions_named(name, 0, n)]
+        return sorted(set(runs))
 
     def _faithful_indentation(self) -> bool:
         """Whether the sketch copies the file's indentation bytes (most matched indented lines
@@ -1235,7 +1221,7 @@ def _cross_check(out: list[str], olines: Lines, sk: _Sketch, language: str | Non
     abstain when that reading gives another file. The two fail differently: the piecewise
     reading trusts its unique anchors and repairs gaps locally, the global one weighs every
     line of every block at once. Where both agree, a wrong merge needs both to be wrong in
-    the same way; on the benchmark that cuts silent wrong answers by about a quarter for a
+    the same way; on the benchmark that cuts silent wrong answers by about a third for a
     small loss of exact merges (BENCHMARKS.md). An abstain of the global reading alone (two
     optimal readings) does not overrule a piecewise merge that passed its own checks."""
     second = first.fork() if first is not None else _Merger(olines, sk, language, options)
