@@ -15,8 +15,9 @@ Two optimal paths are traced back, one that places everything as early as it can
 as late: when they give different files the sketch reads two ways at the same cost, and the
 caller abstains (or lets structure decide). Costs are integers so that ties are exact.
 
-Work is O(sketch lines x original lines) numpy operations: one row of length n + 1 per
-sketch line; ``MAX_CELLS`` bounds it (the caller falls back to piecewise anchoring).
+Work and memory are O(sketch lines x original lines): seven int64 rows of length n + 1 per
+sketch line are kept for the trace-back (56 bytes a cell), so ``MAX_CELLS`` (2 M cells,
+about 110 MB) bounds it; beyond that the caller keeps the piecewise reading alone.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from specialists.apply.markers import LineKind
 
 __all__ = ["Alignment", "Costs", "align", "MAX_CELLS"]
 
-MAX_CELLS = 6_000_000
+MAX_CELLS = 2_000_000
 _INF = np.int64(1) << 50
 _NONE = np.empty(0, dtype=np.int64)
 IMPLICIT = 3  # same value as merge.IMPLICIT: a marker the sketch left out (may keep nothing)
