@@ -335,9 +335,8 @@ class _Merger:
         return results[-1]
 
     def _remove_candidates(self, info: MarkerInfo) -> list[tuple[int, int]]:
-        """Every original run a remove comment may delete, by the rules ``_locate_remove``
-        applies to one place: its quoted first..last lines, or the definition it names with
-        its separating blank lines."""
+        """Every original run a remove comment may delete: its quoted first..last lines or
+        the definition it names, with ``_separating_blanks``."""
         ok, n = self.ok, self.n
         runs: list[tuple[int, int]] = []
         if info.remove_quotes:
@@ -353,10 +352,21 @@ class _Merger:
                 if end is not None:
                     runs.append((p, end + 1))
         elif info.remove_name:
-            name = info.remove_name.split(".")[-1].rstrip("()")
-            runs = [self._with_separating_blanks(t0, t1, 0, n)
-                    for t0, t1 in self._definitions_named(name, 0, n)]
-        return sorted(set(runs))
+            runs = self._definitions_named(info.remove_name.split(".")[-1].rstrip("()"), 0, n)
+        return sorted({self._separating_blanks(t0, t1) for t0, t1 in runs})
+
+    def _separating_blanks(self, t0: int, t1: int) -> tuple[int, int]:
+        """A removed run takes the blank lines after it when a blank line (or the file's
+        start) precedes it, and the blank lines before it at the end of the file, so the
+        blank separation around it stays as it was."""
+        ok, n = self.ok, self.n
+        if t1 >= n:
+            while t0 > 0 and not ok[t0 - 1]:
+                t0 -= 1
+        elif t0 == 0 or not ok[t0 - 1]:
+            while t1 < n and not ok[t1]:
+                t1 += 1
+        return t0, t1
 
     def _faithful_indentation(self) -> bool:
         """Whether the sketch copies the file's indentation bytes (most matched indented lines
