@@ -358,7 +358,10 @@ class _Merger:
     def _separating_blanks(self, t0: int, t1: int) -> tuple[int, int]:
         """A removed run takes the blank lines after it when a blank line (or the file's
         start) precedes it, and the blank lines before it at the end of the file, so the
-        blank separation around it stays as it was."""
+        blank separation around it stays as it was. The piecewise reading's rule
+        (``_with_separating_blanks``) differs on purpose: where the two disagree the
+        cross-check abstains, and sharing one rule made both wrong together at k = 0
+        (BENCHMARKS.md, applier round 3)."""
         ok, n = self.ok, self.n
         if t1 >= n:
             while t0 > 0 and not ok[t0 - 1]:
