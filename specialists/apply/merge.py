@@ -342,8 +342,7 @@ class _Merger:
         if info.remove_quotes:
             first = info.remove_quotes[0].strip()
             last = info.remove_quotes[-1].strip()
-            starts = [p for p in range(n) if ok[p] == first] or [
-                p for p in range(n) if first and first in ok[p]]
+            starts = self._quoted(first, 0, n)
             for p in starts:
                 if len(info.remove_quotes) == 1:
                     runs.append((p, p + 1))
@@ -1013,12 +1012,15 @@ class _Merger:
             t0 -= 1
         return t0, t1
 
+    def _quoted(self, key: str, lo: int, hi: int) -> list[int]:
+        """Original lines in lo..hi equal to a remove comment's quoted line, or, when none
+        is, those that contain it (a quote may be cut short)."""
+        return [p for p in range(lo, hi) if self.ok[p] == key] or [
+            p for p in range(lo, hi) if key and key in self.ok[p]]
+
     def _unique_line(self, quote: str, lo: int, hi: int, span: tuple[int, int],
                      required: bool) -> int | None:
-        key = quote.strip()
-        hits = [p for p in range(lo, hi) if self.ok[p] == key]
-        if not hits:
-            hits = [p for p in range(lo, hi) if key and key in self.ok[p]]
+        hits = self._quoted(quote.strip(), lo, hi)
         if len(hits) == 1:
             return hits[0]
         if len(hits) > 1:
