@@ -14,7 +14,8 @@ Run in the same process, on the same sketches:
 
 Reports exact match (byte for byte and whitespace-normalised) per label and per k,
 correct-or-abstain, silent wrong answers, unchanged lines deleted, throughput in
-characters/s and tokens/s (tiktoken ``cl100k_base`` over the expected file), latency p50/p95
+characters/s and tokens/s (tiktoken ``cl100k_base`` over the expected file; overall and for
+files up to 1,500 lines, the size the issue's throughput target names), latency p50/p95
 by file size, and what a frontier model would spend writing the whole file instead of the
 sketch (output tokens, and USD from litellm's local cost map). Last line: JSON summary.
 
@@ -30,7 +31,6 @@ import os
 import platform
 import random
 import re
-import statistics
 import sys
 import time
 from collections import Counter, defaultdict
@@ -46,6 +46,7 @@ from specialists.apply.markers import LineKind, classify  # noqa: E402
 
 MORPH_TOKENS_PER_S = 10_500
 FRONTIER_MODELS = ("gpt-4o", "claude-3-5-sonnet-20241022", "gpt-4.1")
+TARGET_LINES = 1500  # the throughput target holds for files up to this many lines
 SIZE_BUCKETS = ((0, 200), (200, 500), (500, 1000), (1000, 1_000_000))
 
 
@@ -233,6 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stats: dict[str, Counter[str]] = defaultdict(Counter)
     apply_seconds = baseline_seconds = 0.0
     total_tokens = total_chars = 0
+    small_seconds, small_tokens = 0.0, 0  # files up to TARGET_LINES lines (the target)
     latency: dict[str, list[float]] = defaultdict(list)
     tokens_full = tokens_sketch = 0
     seen_commits: set[int] = set()
@@ -259,6 +261,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         total_tokens += tokens
         total_chars += len(case.after)
         n_lines = case.before.count("\n")
+        if n_lines <= TARGET_LINES:
+            small_seconds += elapsed
+            small_tokens += tokens
         bucket = next(f"{lo}-{hi if hi < 1_000_000 else 'max'}" for lo, hi in SIZE_BUCKETS if lo <= n_lines < hi)
         latency[bucket].append(elapsed)
 
@@ -321,6 +326,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "tokens_per_s": round(tokens_per_s),
         "chars_per_s": round(total_chars / apply_seconds) if apply_seconds else 0,
         "speedup_vs_morph_10500": round(tokens_per_s / MORPH_TOKENS_PER_S, 1),
+        f"tokens_per_s_upto_{TARGET_LINES}_lines": round(small_tokens / small_seconds) if small_seconds else 0,
+        f"speedup_vs_morph_upto_{TARGET_LINES}_lines": round(
+            small_tokens / small_seconds / MORPH_TOKENS_PER_S, 1) if small_seconds else 0.0,
         "baseline_exact_unique": rate("label=unique", "baseline_exact"),
         "baseline_exact_ambiguous": rate("label=ambiguous", "baseline_exact"),
         "baseline_tokens_per_s": round(total_tokens / baseline_seconds) if baseline_seconds else 0,

@@ -30,6 +30,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+import numpy as np
+
 from specialists.apply import align as _align
 from specialists.apply.languages import definition_end, definition_name, definition_start
 from specialists.apply.markers import LineKind, MarkerInfo, classify
@@ -96,6 +98,8 @@ class _Sketch:
             self.infos.append(info)
         self.final_newline = lines.final_newline
         self.indent_char = lines.indent_char
+        # (sketch line, region, threshold) -> [(similarity, original line)], best first
+        self.similar_lines: dict[tuple[int, int, int, float], list[tuple[float, int]]] = {}
         self._add_implicit_markers()
         self.widths = [indent_width(line) for line in self.raw]
         seps = [0]
@@ -215,6 +219,14 @@ def _weak(key: str) -> bool:
     return len(key) <= 4 or not any(ch.isalnum() for ch in key)
 
 
+
+def _deletion_costs(okeys: list[str], wt: Weights) -> list[float]:
+    """Prefix sums of what deleting each original line costs (a blank line costs less)."""
+    cost = [0.0]
+    for key in okeys:
+        cost.append(cost[-1] + (wt.delete if key else wt.delete_blank))
+    return cost
+
 class _Merger:
     def __init__(self, olines: Lines, sk: _Sketch, language: str | None, options: ApplyOptions,
                  weights: Weights = DEFAULT_WEIGHTS):
@@ -238,10 +250,8 @@ class _Merger:
         self.pos = pos
         self.blanks = [i for i, key in enumerate(self.ok) if not key]
         self.owidth = [indent_width(line) for line in olines.raw]
-        cost = [0.0]
-        for key in self.ok:
-            cost.append(cost[-1] + (wt.delete if key else wt.delete_blank))
-        self.dcost = cost
+        self.dcost = _deletion_costs(self.ok, wt)
+        self._np: tuple[np.ndarray, np.ndarray] | None = None
         self.sm = [-1] * self.m
         self._defs: set[tuple[str, str]] | None = None
         self.shift = 0
@@ -253,19 +263,25 @@ class _Merger:
         self.blank_guesses = 0
         self.deleted_by_context = self.deleted_by_remove = 0
 
-    def fork(self) -> _Merger:
+    def fork(self, weights: Weights | None = None) -> _Merger:
         """A fresh merger over the same original and sketch, sharing what only depends on
-        them (line positions, widths), for a second reading."""
+        them (line positions, widths), for a second reading or other ``weights``."""
         other = _Merger.__new__(_Merger)
         other.__dict__.update(self.__dict__)
+        if weights is not None and weights != self.wt:
+            other.wt = weights
+            other.dcost = _deletion_costs(self.ok, weights)
+            other._np = None
         other.searched = False
         other.sm = [-1] * self.m
         other._defs = self._defs
         other.shift = 0
         other.fuzzy = 0
         other.faithful = True
-        other.check_deletions = self.wt is DEFAULT_WEIGHTS
+        other.check_deletions = other.wt is DEFAULT_WEIGHTS
         other.dp_spans = {}
+        other.blank_guesses = 0
+        other.deleted_by_context = other.deleted_by_remove = 0
         return other
 
     # ---- anchoring -------------------------------------------------------------------
@@ -529,51 +545,63 @@ class _Merger:
 
     def _chain(self, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int, pb: int,
                prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
-        """Best monotone chain of nodes; also whether any tie was met on the way."""
-        sk, dcost = self.sk, self.dcost
+        """Best monotone chain of nodes; also whether any tie was met on the way.
+
+        Nodes come sorted by sketch line; the nodes of one sketch line are scored together
+        against all nodes of earlier lines (one matrix per line, numpy), since a chain never
+        holds two nodes of one line."""
+        sep_prefix = self.sk.sep_prefix
+        dcost = self.dcost
         count = len(nodes)
-        best = [0.0] * count
-        back = [-1] * count
+        table = np.array(nodes, dtype=np.float64).reshape(count, 3)
+        js = table[:, 0].astype(np.int64)
+        ps = table[:, 1].astype(np.int64)
+        seps, dc = self._arrays()
+        a_sep = seps[js + 1]  # as a predecessor: separators counted after its line
+        a_cost = dc[ps + 1]
+        best = np.empty(count)
+        back = np.full(count, -1, dtype=np.int64)
         tied = False
-        for b in range(count):
-            jb_, pb_, wb = nodes[b]
-            score = 0.0 if sk.sep_between(ja, jb_) else -(dcost[pb_] - dcost[pa + 1])
-            arg = -1
-            for a in range(b):
-                ja_, pa_, _ = nodes[a]
-                if ja_ >= jb_ or pa_ >= pb_:
-                    continue
-                if sk.sep_between(ja_, jb_):
-                    v = best[a]
-                else:
-                    v = best[a] - (dcost[pb_] - dcost[pa_ + 1])
-                    if pb_ == pa_ + 1 and jb_ == ja_ + 1:
-                        v += self.wt.diag
-                if v > score + _EPS:
-                    score, arg = v, a
-                elif v > score - _EPS:
-                    tied = True
-                    if prefer_right:
-                        score, arg = v, a
-            best[b] = score + wb
-            back[b] = arg
-        empty = 0.0 if sk.sep_between(ja, jb) else -(dcost[pb] - dcost[pa + 1])
-        top, end = empty, -1
-        for b in range(count):
-            jb_, pb_, _ = nodes[b]
-            v = best[b] - (0.0 if sk.sep_between(jb_, jb) else dcost[pb] - dcost[pb_ + 1])
-            if v > top + _EPS:
-                top, end = v, b
-            elif v > top - _EPS:
-                tied = True
-                if prefer_right:
-                    top, end = v, b
+        starts = np.flatnonzero(np.diff(js, prepend=-1))
+        ends = np.append(starts[1:], count)
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            jb_ = int(js[s])
+            pbs = ps[s:e]
+            if sep_prefix[jb_] - sep_prefix[ja + 1] > 0:
+                start = np.zeros(e - s)
+            else:
+                start = -(dc[pbs] - dc[pa + 1])
+            if s == 0:
+                best[s:e] = start + table[s:e, 2]
+                continue
+            sep = seps[jb_] - a_sep[:s] > 0
+            v = best[None, :s] - np.where(sep[None, :], 0.0, dc[pbs][:, None] - a_cost[None, :s])
+            pa_ = ps[None, :s]
+            near = (~sep & (js[:s] == jb_ - 1))[None, :] & (pa_ == pbs[:, None] - 1)
+            v = np.where(near, v + self.wt.diag, v)
+            v[pa_ >= pbs[:, None]] = -np.inf
+            score, arg, row_tied = _pick(v, start, prefer_right)
+            tied = tied or row_tied
+            best[s:e] = score + table[s:e, 2]
+            back[s:e] = arg
+        empty = 0.0 if sep_prefix[jb] - sep_prefix[ja + 1] > 0 else -(dcost[pb] - dcost[pa + 1])
+        tail = np.where(seps[jb] - a_sep > 0, 0.0, dc[pb] - a_cost)
+        _, end_arg, end_tied = _pick((best - tail)[None, :], np.array([empty]), prefer_right)
+        tied = tied or end_tied
+        end = int(end_arg[0])
         chain: list[tuple[int, int]] = []
         while end >= 0:
-            chain.append((nodes[end][0], nodes[end][1]))
-            end = back[end]
+            chain.append((int(js[end]), int(ps[end])))
+            end = int(back[end])
         chain.reverse()
         return chain, tied
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sketch's separator counts and the deletion costs as numpy arrays (made once)."""
+        if self._np is None:
+            self._np = (np.asarray(self.sk.sep_prefix, dtype=np.int64),
+                        np.asarray(self.dcost, dtype=np.float64))
+        return self._np
 
     def _gap_text(self, chain: list[tuple[int, int]], ja: int, pa: int, jb: int, pb: int) -> list[str]:
         """The merged text of one gap under a candidate chain (to compare two placements)."""
@@ -1088,6 +1116,10 @@ class _Merger:
         best: dict[int, list[tuple[float, int]]] = {}
         for j in js:
             key = sk.keys[j]
+            cached = sk.similar_lines.get((j, lo, hi, threshold))
+            if cached is not None:  # the near-tie readings ask again
+                best[j] = cached
+                continue
             scored = []
             matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)  # b: cached side
             for p in range(lo, hi):
@@ -1101,7 +1133,7 @@ class _Merger:
                 if ratio >= threshold:
                     scored.append((ratio, p))
             scored.sort(reverse=True)
-            best[j] = scored
+            best[j] = sk.similar_lines[j, lo, hi, threshold] = scored
         matched = {j: s[0] for j, s in best.items() if s}
         if not matched:
             raise Abstain("a block between two markers matches no line of the original", span)
@@ -1117,6 +1149,25 @@ class _Merger:
             raise Abstain("a block between two markers matches lines too far apart", span)
         self.fuzzy += 1
         return (t0, t1)
+
+
+def _pick(values: np.ndarray, start: np.ndarray, prefer_right: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per row: the best of ``start`` (no predecessor, index -1) and the row's values, its
+    index, and whether two of them tie (within ``_EPS``). Ties go to the earliest candidate,
+    or the latest with ``prefer_right``."""
+    top = np.maximum(values.max(axis=1), start)
+    close = values > (top - _EPS)[:, None]
+    start_close = start > top - _EPS
+    tied = bool(((close.sum(axis=1) + start_close) > 1).any())
+    width = values.shape[1]
+    if prefer_right:
+        last = width - 1 - np.argmax(close[:, ::-1], axis=1)
+        arg = np.where(close.any(axis=1), last, -1)
+    else:
+        arg = np.where(start_close, -1, np.argmax(close, axis=1))
+    rows = np.arange(values.shape[0])
+    score = np.where(arg >= 0, values[rows, np.maximum(arg, 0)], start)
+    return score, arg, tied
 
 
 def _rewrites(new: list[str], old: list[str]) -> bool:
@@ -1204,12 +1255,11 @@ _NEAR_TIE_WEIGHTS = (
 )
 
 
-def _check_near_ties(out: list[str], olines: Lines, sk: _Sketch, language: str | None,
-                     options: ApplyOptions) -> None:
+def _check_near_ties(out: list[str], first: _Merger) -> None:
     """Abstain when a placement changes under slightly different weights: the DP's choice
     was a near tie, so the sketch does not decide it (exact ties are caught in the DP)."""
     for weights in _NEAR_TIE_WEIGHTS:
-        other = _Merger(olines, sk, language, options, weights)
+        other = first.fork(weights)
         try:
             alt, _ = other.assemble(other.anchor())
         except Abstain:
@@ -1267,7 +1317,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     _check_weak_blocks(merger)
     _check_unmatched_edges(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
-        _check_near_ties(out, olines, sk, language, options)
+        _check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS
             and len(sk.keys) * (len(olines.keys) + 1) <= _align.MAX_CELLS):
         _cross_check(out, olines, sk, language, options, merger)
