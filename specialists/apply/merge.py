@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numpy as np
+from rapidfuzz import process as _rf_process
+from rapidfuzz.distance import Indel as _rf_indel
 
 from specialists.apply import align as _align
 from specialists.apply.languages import definition_end, definition_name, definition_start
@@ -1122,13 +1124,8 @@ class _Merger:
                 continue
             scored = []
             matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)  # b: cached side
-            for p in range(lo, hi):
-                other = self.ok[p]
-                if not other:
-                    continue
-                matcher.set_seq1(other)
-                if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
-                    continue
+            for p in _maybe_similar(key, self.ok, lo, hi, threshold):
+                matcher.set_seq1(self.ok[p])
                 ratio = matcher.ratio()
                 if ratio >= threshold:
                     scored.append((ratio, p))
@@ -1177,14 +1174,25 @@ def _rewrites(new: list[str], old: list[str]) -> bool:
     matcher = difflib.SequenceMatcher(autojunk=False)
     for line in old:
         matcher.set_seq2(line)
-        for key in new:
-            matcher.set_seq1(key)
-            if matcher.real_quick_ratio() >= 0.6 and matcher.quick_ratio() >= 0.6 \
-                    and matcher.ratio() >= 0.6:
+        for q in _maybe_similar(line, new, 0, len(new), 0.6):
+            matcher.set_seq1(new[q])
+            if matcher.ratio() >= 0.6:
                 break
         else:
             return False
     return True
+
+
+def _maybe_similar(key: str, lines: list[str], lo: int, hi: int, threshold: float) -> list[int]:
+    """Indices in ``lines[lo:hi]`` (non-blank) whose difflib ratio with ``key`` may reach
+    ``threshold``: those whose LCS ratio (rapidfuzz's Indel similarity, in C) does. difflib's
+    matching blocks form a common subsequence, so its ratio is never above the LCS ratio;
+    the filter drops no line that difflib would accept."""
+    if hi <= lo or not key:
+        return []
+    scores = _rf_process.cdist([key], lines[lo:hi], scorer=_rf_indel.normalized_similarity,
+                               score_cutoff=threshold - 1e-6, workers=1)[0]
+    return [lo + int(i) for i in np.flatnonzero(scores) if lines[lo + int(i)]]
 
 
 def _code_blocks(merger: _Merger) -> Iterator[tuple[int, int]]:
