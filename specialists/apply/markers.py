@@ -100,6 +100,8 @@ def classify(stripped: str) -> tuple[int, MarkerInfo | None]:
     # ends with one, so a trailing ellipsis needs the usual wording too.
     leads = _ELLIPSIS.match(body) is not None
     words = len(core.split())
+    if leads and words == 1 and "/" in core and not _WORDING.match(core):
+        return LineKind.CODE, None  # "# ... fileio/naming-a-file": a URL or path cut in two
     if words <= 10 and (leads or _WORDING.match(core)):
         keep = _KEEP_NAMED.search(core)
         name = keep.group("name") if keep else None

@@ -57,15 +57,11 @@ def indent_of(line: str) -> str:
 
 
 def indent_width(line: str) -> int:
-    width = 0
-    for ch in line:
-        if ch == " ":
-            width += 1
-        elif ch == "\t":
-            width += TAB_WIDTH
-        else:
-            break
-    return width
+    """Columns of leading whitespace, a tab counting ``TAB_WIDTH``."""
+    lead = len(line) - len(line.lstrip(" \t"))
+    if not lead:
+        return 0
+    return lead + (TAB_WIDTH - 1) * line.count("\t", 0, lead)
 
 
 def reindent(line: str, width: int, indent_char: str) -> str:

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from specialists.apply import ApplyOptions, FileEdit, apply_many, apply_sketch, combined_diff
+from specialists.apply.checks import check_parse
 from specialists.apply.markers import LineKind, classify
+from specialists.apply.result import Abstain
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
@@ -44,6 +46,7 @@ def test_marker_styles(line: str) -> None:
 @pytest.mark.parametrize("line", [
     "...", "x = foo(...)", "# wait for it...", "# for other cases.", "// TODO: existing bug",
     "--count;", "#include <stdio.h>", "return ...",
+    "# ... fileio/naming-a-file#win32-file-namespaces",  # a URL cut over two comment lines
 ])
 def test_not_markers(line: str) -> None:
     assert classify(line)[0] == LineKind.CODE
@@ -408,3 +411,58 @@ def test_context_only_block_that_would_just_reindent_abstains() -> None:
     result = apply_sketch(original, sketch, path="a.go")
     if result.applied:  # the only right reading deletes log() in a()
         assert result.merged == original.replace("\t\tlog()\n", "", 1)
+
+
+HEADERS = '''class Console:
+    def __repr__(self):
+        return "<console>"
+
+    def _detect(self) -> str:
+        """Detect the colour system."""
+        if not self.is_terminal:
+            return "none"
+        return "256"
+
+    def other(self):
+        return 1
+'''
+
+
+def test_header_rewritten_over_several_lines_replaces_the_old_header() -> None:
+    sketch = '''# ... code remains the same
+    def _detect(
+        self,
+    ) -> Literal["auto", "none"]:
+        """Detect the colour system."""
+        if not self.is_terminal:
+            return "none"
+        return "256"
+    # ... keep existing code ...
+'''
+    result = apply_sketch(HEADERS, sketch, path="c.py")
+    assert result.applied, result.reason
+    assert result.merged == HEADERS.replace(
+        "    def _detect(self) -> str:\n",
+        '    def _detect(\n        self,\n    ) -> Literal["auto", "none"]:\n')
+
+
+def test_python_block_left_without_a_body_abstains() -> None:
+    # tree-sitter's Python grammar reads "def f(): / def f(" without an error; Python does not
+    raw = HEADERS.split("\n")[:-1]
+    out = raw[:5] + ["    def _detect(", "        self,", "    ) -> int:"] + raw[5:]
+    origin = list(range(5)) + [-1, -1, -1] + list(range(5, len(raw)))
+    with pytest.raises(Abstain, match="no body"):
+        check_parse(raw, out, origin, "python")
+    check_parse(raw, raw, list(range(len(raw))), "python")  # the original itself passes
+
+
+def test_prose_remove_comment_in_new_code_is_kept_as_code() -> None:
+    original = "func f() {\n\tfor _, c := range cs {\n\t\tif skip {\n\t\t\tcontinue\n\t\t}\n\t}\n}\n"
+    sketch = ("// ... existing code ...\n\tfor _, c := range cs {\n"
+              "\t\t// Remove the hidden entries in this case\n\t\tc = visible(c)\n"
+              "\t\tif skip {\n\t\t\t// ... existing code ...\n")
+    result = apply_sketch(original, sketch, path="f.go")
+    assert result.applied, result.reason
+    assert result.merged == original.replace(
+        "\t\tif skip {", "\t\t// Remove the hidden entries in this case\n\t\tc = visible(c)\n"
+        "\t\tif skip {")
