@@ -384,9 +384,7 @@ class _Merger:
                 if len(info.remove_quotes) == 1:
                     runs.append((p, p + 1))
                     continue
-                end = next((q for q in range(p, n) if ok[q] == last), None)
-                if end is not None:
-                    runs.append((p, end + 1))
+                runs += [(p, q + 1) for q in range(p, n) if ok[q] == last]
         elif info.remove_name:
             runs = self._definitions_named(info.remove_name.split(".")[-1].rstrip("()"), 0, n)
         return sorted({self._separating_blanks(t0, t1) for t0, t1 in runs})
@@ -1056,9 +1054,12 @@ class _Merger:
             if len(info.remove_quotes) == 1:
                 return (first, first + 1)
             last_key = info.remove_quotes[-1].strip()
-            for p in range(first, hi):
-                if self.ok[p] == last_key:
-                    return (first, p + 1)
+            ends = [p for p in range(first, hi) if self.ok[p] == last_key]
+            if len(ends) > 1:  # "remove `a` … `b`" with two b's after a: which one?
+                raise Abstain("the remove comment's last line occurs more than once after its "
+                              "first", span)
+            if ends:
+                return (first, ends[0] + 1)
             if required:
                 raise Abstain("the remove comment's last line is not in the original", span)
             return None
@@ -1265,6 +1266,61 @@ def _check_weak_blocks(merger: _Merger) -> None:
                           "(braces, blank lines)", sk.span(start, j - 1))
 
 
+def _check_insertion_reading(merger: _Merger) -> None:
+    """A block that deletes, between two of its matched lines, a definition the sketch does
+    not name may also read as new code inserted whole between two adjacent original lines: its last lines where
+    this reading put them, its first lines right before them, nothing deleted (or the
+    mirror image). A new test that copies its neighbour reads both ways: its copied lines
+    match the neighbour's, whose other lines then look deleted. Two readings, two files:
+    abstain."""
+    sk, sm, ok, language = merger.sk, merger.sm, merger.ok, merger.language
+    defined: set[str] | None = None
+    named: set[str] | None = None
+    for start, end in _code_blocks(merger):
+        inside = [j for j in range(start, end) if sm[j] >= 0]
+        gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
+                for p in range(sm[a] + 1, sm[b]) if ok[p]]
+        if named is None and any(gone):
+            named = {found[1] for found in (definition_name(key, language) for key in sk.keys if key)
+                     if found is not None}
+        if not any(found is not None and found[1] not in named for found in gone):
+            continue  # deletes no definition the sketch does not name
+        keys = sk.keys[start:end]
+        outer = min(sk.widths[j] for j in range(start, end) if sk.keys[j])
+        for t, i in _insertion_splits(keys, ok, sm[start:end]):
+            # the lines between are then new: an outermost definition the file has would be
+            # a second one
+            if defined is None:
+                defined = _defined_names(set(ok), language)
+            names = (definition_name(keys[x], language) for x in range(t, i)
+                     if keys[x] and sk.widths[start + x] == outer)
+            if not any(found is not None and found[1] in defined for found in names):
+                raise Abstain("the block also reads as new code inserted between two adjacent "
+                              "original lines, deleting nothing", sk.span(start, end - 1))
+
+
+def _insertion_splits(keys: list[str], ok: list[str], placed: list[int]) -> Iterator[tuple[int, int]]:
+    """(t, i): the block's last lines keys[i:] stay where ``placed`` has them and its first
+    t lines are the t original lines right before them (or its first lines stay and its
+    last lines follow them), with a line with text between t and i."""
+    size = len(keys)
+    for i in range(size - 1, 0, -1):  # last lines kept in place, first lines moved down
+        s = placed[i]
+        if s < 0 or any(placed[x] != s + x - i for x in range(i, size)):
+            break
+        for t in range(1, i):
+            if s - t >= 0 and placed[t - 1] != s - 1 and any(keys[t:i]) \
+                    and ok[s - t:s] == keys[:t]:
+                yield t, i
+    for t in range(1, size):  # first lines kept in place, last lines moved up
+        s = placed[t - 1] + 1
+        if s <= 0 or any(placed[x] != s - t + x for x in range(t)):
+            break
+        for i in range(size - 1, t, -1):
+            if placed[i] != s and any(keys[t:i]) and ok[s:s + size - i] == keys[i:]:
+                yield t, i
+
+
 def _check_reindent_only(merger: _Merger, start: int, end: int) -> None:
     """A block of context lines only, landed where the original indents them differently:
     its one effect would be a re-indent, which a sketch writes with the code that causes it
@@ -1367,6 +1423,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     out, origin = merger.assemble(fixed)
     _check_weak_blocks(merger)
     _check_unmatched_edges(merger)
+    _check_insertion_reading(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         _check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

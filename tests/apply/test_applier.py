@@ -466,3 +466,55 @@ def test_prose_remove_comment_in_new_code_is_kept_as_code() -> None:
     assert result.merged == original.replace(
         "\t\tif skip {", "\t\t// Remove the hidden entries in this case\n\t\tc = visible(c)\n"
         "\t\tif skip {")
+
+
+TESTS = '''import pytest
+
+
+class TestMake:
+    def test_zero(self):
+        assert make("z")
+
+    @pytest.mark.parametrize(
+        "kind",
+        ["a", "b"],
+    )
+    def test_one(self, kind):
+        """One of each kind."""
+        value = make(kind)
+        assert value.ok
+
+    def test_last(self):
+        assert True
+'''
+
+
+def test_new_test_copying_its_neighbour_does_not_replace_it() -> None:
+    # The copied decorator lines match test_one's; read that way, test_one's other lines
+    # look deleted. Read as an insertion before test_last, nothing is deleted.
+    sketch = '''# ... existing code ...
+
+    @pytest.mark.parametrize(
+        "kind",
+        ["a", "b"],
+    )
+    def test_two(self, kind):
+        """Two of each kind."""
+        other = make(kind, twice=True)
+        assert other.ok
+
+    def test_last(self):
+        # ... existing code ...
+'''
+    result = apply_sketch(TESTS, sketch, path="t.py")
+    if result.applied:
+        assert "def test_one(self, kind):" in result.merged
+    else:
+        assert "inserted between two adjacent original lines" in (result.reason or "")
+
+
+def test_remove_range_whose_last_line_repeats_abstains() -> None:
+    original = "a = 1\nb = 2\nend()\nc = 3\nend()\nd = 4\n"
+    sketch = "# ...\n# remove `b = 2` … `end()`\n# ...\n"
+    result = apply_sketch(original, sketch, path="m.py")
+    assert result.status == "abstained" and "more than once" in (result.reason or "")
