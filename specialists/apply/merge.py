@@ -1280,10 +1280,12 @@ def _check_insertion_reading(merger: _Merger) -> None:
         inside = [j for j in range(start, end) if sm[j] >= 0]
         gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
                 for p in range(sm[a] + 1, sm[b]) if ok[p]]
-        if named is None and any(gone):
+        if not any(gone):
+            continue
+        if named is None:
             named = {found[1] for found in (definition_name(key, language) for key in sk.keys if key)
                      if found is not None}
-        if not any(found is not None and found[1] not in named for found in gone):
+        if all(found is None or found[1] in named for found in gone):
             continue  # deletes no definition the sketch does not name
         keys = sk.keys[start:end]
         outer = min(sk.widths[j] for j in range(start, end) if sk.keys[j])
