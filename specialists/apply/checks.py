@@ -126,22 +126,24 @@ def check_parse(original_raw: list[str], out: list[str], origin: list[int], lang
         o_end = origin[end] if end < len(origin) else len(original_raw)
         before_text = "\n".join(original_raw[o_start:o_end])
         after_text = "\n".join(out[start:end])
-        before = before_text.encode("utf-8", "surrogatepass")
-        after = after_text.encode("utf-8", "surrogatepass")
-        if parser.parse(before).root_node.has_error:
-            continue
-        if parser.parse(after).root_node.has_error:
+        # the result first: when it parses, the original need not be parsed at all
+        if parser.parse(after_text.encode("utf-8", "surrogatepass")).root_node.has_error:
+            if parser.parse(before_text.encode("utf-8", "surrogatepass")).root_node.has_error:
+                continue
             raise Abstain("the edited region parsed before the merge and does not after it")
-        if language == "python" and _opens_empty_block(out, start, end) \
+        if language == "python" and _opens_empty_block(out, origin, start, end) \
                 and _python_indentation_error(after_text) and not _python_indentation_error(before_text):
             raise Abstain("the merge leaves a block with no body (a header kept beside its "
                           "rewrite?)")
 
 
-def _opens_empty_block(out: list[str], start: int, end: int) -> bool:
-    """A line ending in ``:`` whose next line with text is not indented deeper: the shape of
-    a Python block with no body, which tree-sitter's grammar accepts without an error."""
+def _opens_empty_block(out: list[str], origin: list[int], start: int, end: int) -> bool:
+    """A new line, or one followed by a change, that ends in ``:`` and whose next line with
+    text is not indented deeper: the shape of a Python block with no body, which
+    tree-sitter's grammar accepts without an error."""
     for k in range(start, end):
+        if origin[k] >= 0 and k + 1 < len(out) and origin[k + 1] == origin[k] + 1:
+            continue  # an original line followed by the line that followed it
         line = out[k].rstrip()
         if not line.endswith(":"):
             continue
