@@ -31,7 +31,8 @@ class ApplyOptions:
     fuzzy: bool = True
     """Place a block with no exact anchor (a modified line with no context) by similarity."""
     fuzzy_threshold: float = 0.6
-    """Lowest similarity (difflib ratio) for a fuzzy placement."""
+    """Lowest similarity (difflib ratio; LCS ratio where the two lines pass 800 characters)
+    for a fuzzy placement."""
     cross_check: bool = True
     """Also read the sketch by global alignment and abstain when the two readings give
     different files (roughly doubles the time per merge)."""

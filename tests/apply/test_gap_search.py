@@ -1,5 +1,6 @@
 """The piecewise reading's search pieces, against slow references: the gap DP (``_chain``)
-against enumerating every chain, and the similar-line prefilter against difflib."""
+against enumerating every chain, and the similar-line search against a plain LCS and
+difflib."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 
 import pytest
 
-from specialists.apply.merge import _maybe_similar, _Merger, _Sketch
+from specialists.apply.merge import _Merger, _similarities, _Sketch
 from specialists.apply.result import ApplyOptions
 from specialists.apply.text import split_lines
 
@@ -64,15 +65,33 @@ def test_gap_chain_is_the_best_chain(seed: int) -> None:
             assert tied  # two best chains: the caller must compare their files
 
 
+def _lcs(a: str, b: str) -> int:
+    row = [0] * (len(b) + 1)
+    for ch in a:
+        prev = 0
+        for i, other in enumerate(b):
+            prev, row[i + 1] = row[i + 1], prev + 1 if ch == other else max(row[i + 1], row[i])
+    return row[-1]
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_similar_line_prefilter_keeps_every_line_difflib_accepts(seed: int) -> None:
+def test_similar_lines_are_found_by_lcs_ratio_and_by_difflib_when_exact(seed: int) -> None:
     rng = random.Random(seed)
     alphabet = "abcde (),=_x"
     lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(60)]
     key = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
     for threshold in (0.4, 0.6, 0.8):
-        kept = set(_maybe_similar(key, lines, 5, 55, threshold))
+        found = dict((p, score) for score, p in _similarities(key, lines, 5, 55, threshold))
+        exact = dict((p, score) for score, p in _similarities(key, lines, 5, 55, threshold, exact=True))
         for p in range(5, 55):
-            if lines[p] and difflib.SequenceMatcher(None, lines[p], key, autojunk=False).ratio() >= threshold:
-                assert p in kept
-        assert all(5 <= p < 55 and lines[p] for p in kept)
+            if not lines[p]:
+                assert p not in found and p not in exact
+                continue
+            lcs = 2 * _lcs(key, lines[p]) / (len(key) + len(lines[p]))
+            assert (p in found) == (lcs >= threshold - 1e-6)
+            if p in found:
+                assert found[p] == pytest.approx(lcs)
+            ratio = difflib.SequenceMatcher(None, lines[p], key, autojunk=False).ratio()
+            assert (p in exact) == (ratio >= threshold)
+            if p in exact:
+                assert exact[p] == pytest.approx(ratio)
