@@ -283,6 +283,9 @@ class _Merger:
         self.check_deletions = weights is DEFAULT_WEIGHTS
         self.dp_spans: dict[int, tuple[int, int]] = {}
         self.blank_guesses = 0
+        # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
+        # keeping them would leave the sketch changing nothing.
+        self.keep_short_blanks = True
         self.deleted_by_context = self.deleted_by_remove = 0
 
     def fork(self, weights: Weights | None = None) -> _Merger:
@@ -762,7 +765,7 @@ class _Merger:
         seps = [j for j in items if sk.kinds[j] != LineKind.CODE]
         if not seps:
             new = list(items)
-            if (all(not sk.keys[j] for j in new) and pb > pa + 1
+            if (self.keep_short_blanks and all(not sk.keys[j] for j in new) and pb > pa + 1
                     and all(not self.ok[p] for p in range(pa + 1, pb))):
                 self._keep(pa + 1, pb, out, origin)  # blank lines the sketch dropped or merged
                 self.blank_guesses += not dry
@@ -808,7 +811,7 @@ class _Merger:
         lead_s = 0
         while lead_s < len(new) and not keys[new[lead_s]]:
             lead_s += 1
-        if lead_o > lead_s and lo + lead_o < hi and lead_s < len(new):
+        if self.keep_short_blanks and lead_o > lead_s and lo + lead_o < hi and lead_s < len(new):
             self._keep(lo, lo + lead_o, out, origin)
             self.blank_guesses += not dry
             lo, new = lo + lead_o, new[lead_s:]
@@ -818,7 +821,7 @@ class _Merger:
         tail_s = 0
         while tail_s < len(new) and not keys[new[len(new) - 1 - tail_s]]:
             tail_s += 1
-        keep_tail = tail_o > tail_s and hi - tail_o > lo and tail_s < len(new)
+        keep_tail = self.keep_short_blanks and tail_o > tail_s and hi - tail_o > lo and tail_s < len(new)
         if keep_tail:
             new = new[:len(new) - tail_s]
             hi -= tail_o
@@ -1423,6 +1426,14 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     merger = _Merger(olines, sk, language, options, weights)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
+    if merger.blank_guesses and out == olines.raw:
+        # Read as noise, the sketch's shorter blank runs leave it changing nothing, and a
+        # sketch that changes nothing is not sent: the blank lines are the edit.
+        literal = merger.fork()
+        literal.keep_short_blanks = False
+        literal_out, literal_origin = literal.assemble(literal.anchor())
+        if literal_out != out:
+            merger, out, origin = literal, literal_out, literal_origin
     _check_weak_blocks(merger)
     _check_unmatched_edges(merger)
     _check_insertion_reading(merger)

@@ -518,3 +518,13 @@ def test_remove_range_whose_last_line_repeats_abstains() -> None:
     sketch = "# ...\n# remove `b = 2` … `end()`\n# ...\n"
     result = apply_sketch(original, sketch, path="m.py")
     assert result.status == "abstained" and "more than once" in (result.reason or "")
+
+
+def test_sketch_whose_only_change_is_a_blank_line_deletes_it() -> None:
+    # A blank run written shorter is usually a dropped line (kept); when keeping it would
+    # leave the sketch changing nothing, the shorter run is the edit.
+    original = '"""Tests for the config."""\n\n\nimport pytest\n\n\ndef test_a():\n    assert True\n'
+    sketch = '# ... existing code ...\n"""Tests for the config."""\n\nimport pytest\n# ... existing code ...\n'
+    result = apply_sketch(original, sketch, path="t.py")
+    assert result.applied, result.reason
+    assert result.merged == original.replace('"""\n\n\nimport', '"""\n\nimport')
