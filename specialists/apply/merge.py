@@ -39,7 +39,7 @@ from specialists.apply import align as _align
 from specialists.apply.languages import definition_end, definition_name, definition_start
 from specialists.apply.markers import LineKind, MarkerInfo, classify
 from specialists.apply.result import Abstain, ApplyOptions
-from specialists.apply.text import Lines, indent_width, reindent, split_lines
+from specialists.apply.text import Lines, indent_widths, reindent, split_lines
 
 __all__ = ["Merge", "Weights", "merge"]
 
@@ -64,6 +64,7 @@ class Weights:
 
 DEFAULT_WEIGHTS = Weights()
 _MAX_NODES = 4000
+_SMALL_CHAIN = 40  # fewer gap nodes than this: the plain loop (see _chain_loop)
 _DIFFLIB_CHARS = 800  # longer pairs of lines are compared by LCS ratio only
 _MAX_HEADER = 6  # lines a definition's signature may take
 _BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
@@ -115,7 +116,7 @@ class _Sketch:
         # (sketch line, region, threshold) -> [(similarity, original line)], best first
         self.similar_lines: dict[tuple[int, int, int, float], list[tuple[float, int]]] = {}
         self._add_implicit_markers()
-        self.widths = [indent_width(line) for line in self.raw]
+        self.widths = indent_widths(self.raw)
         seps = [0]
         for kind in self.kinds:
             seps.append(seps[-1] + (kind != LineKind.CODE))
@@ -271,7 +272,7 @@ class _Merger:
                     bucket.append(i)
         self.pos = pos
         self.blanks = [i for i, key in enumerate(self.ok) if not key]
-        self.owidth = [indent_width(line) for line in olines.raw]
+        self.owidth = indent_widths(olines.raw)
         self.dcost = _deletion_costs(self.ok, wt)
         self._np: tuple[np.ndarray, np.ndarray] | None = None
         self.sm = [-1] * self.m
@@ -573,6 +574,8 @@ class _Merger:
         Nodes come sorted by sketch line; the nodes of one sketch line are scored together
         against all nodes of earlier lines (one matrix per line, numpy), since a chain never
         holds two nodes of one line."""
+        if len(nodes) < _SMALL_CHAIN:
+            return self._chain_loop(nodes, ja, pa, jb, pb, prefer_right)
         sep_prefix = self.sk.sep_prefix
         dcost = self.dcost
         count = len(nodes)
@@ -616,6 +619,55 @@ class _Merger:
         while end >= 0:
             chain.append((int(js[end]), int(ps[end])))
             end = int(back[end])
+        chain.reverse()
+        return chain, tied
+
+    def _chain_loop(self, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int, pb: int,
+                    prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
+        """``_chain`` for a few nodes: the same recurrence, one pair at a time (numpy's call
+        overhead costs more than the loop below about 40 nodes)."""
+        sk, dcost = self.sk, self.dcost
+        count = len(nodes)
+        best = [0.0] * count
+        back = [-1] * count
+        tied = False
+        for b in range(count):
+            jb_, pb_, wb = nodes[b]
+            score = 0.0 if sk.sep_between(ja, jb_) else -(dcost[pb_] - dcost[pa + 1])
+            arg = -1
+            for a in range(b):
+                ja_, pa_, _ = nodes[a]
+                if ja_ >= jb_ or pa_ >= pb_:
+                    continue
+                if sk.sep_between(ja_, jb_):
+                    v = best[a]
+                else:
+                    v = best[a] - (dcost[pb_] - dcost[pa_ + 1])
+                    if pb_ == pa_ + 1 and jb_ == ja_ + 1:
+                        v += self.wt.diag
+                if v > score + _EPS:
+                    score, arg = v, a
+                elif v > score - _EPS:
+                    tied = True
+                    if prefer_right:
+                        score, arg = v, a
+            best[b] = score + wb
+            back[b] = arg
+        empty = 0.0 if sk.sep_between(ja, jb) else -(dcost[pb] - dcost[pa + 1])
+        top, end = empty, -1
+        for b in range(count):
+            jb_, pb_, _ = nodes[b]
+            v = best[b] - (0.0 if sk.sep_between(jb_, jb) else dcost[pb] - dcost[pb_ + 1])
+            if v > top + _EPS:
+                top, end = v, b
+            elif v > top - _EPS:
+                tied = True
+                if prefer_right:
+                    top, end = v, b
+        chain: list[tuple[int, int]] = []
+        while end >= 0:
+            chain.append((nodes[end][0], nodes[end][1]))
+            end = back[end]
         chain.reverse()
         return chain, tied
 

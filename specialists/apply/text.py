@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Lines", "indent_of", "indent_width", "reindent", "split_lines"]
+__all__ = ["Lines", "indent_of", "indent_width", "indent_widths", "reindent", "split_lines"]
 
 TAB_WIDTH = 4
 
@@ -36,7 +36,7 @@ def split_lines(text: str) -> Lines:
     final_newline = text.endswith("\n")
     if final_newline or raw == [""]:
         raw.pop()
-    crs = sum(1 for line in raw if line.endswith("\r"))
+    crs = text.count("\r\n") + text.endswith("\r")  # lines that end in "\r"
     tabs = spaces = 0
     for line in raw[:400]:
         if line.startswith("\t"):
@@ -62,6 +62,15 @@ def indent_width(line: str) -> int:
     if not lead:
         return 0
     return lead + (TAB_WIDTH - 1) * line.count("\t", 0, lead)
+
+
+def indent_widths(lines: list[str]) -> list[int]:
+    """``indent_width`` of every line, without a Python call per line where no line is
+    indented with tabs."""
+    widths = [len(line) - len(line.lstrip(" \t")) for line in lines]
+    if any("\t" in line[:width] for line, width in zip(lines, widths) if width):
+        widths = [indent_width(line) for line in lines]
+    return widths
 
 
 def reindent(line: str, width: int, indent_char: str) -> str:

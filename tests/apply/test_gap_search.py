@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from specialists.apply import merge as merge_module
 from specialists.apply.merge import _Merger, _similarities, _Sketch
 from specialists.apply.result import ApplyOptions
 from specialists.apply.text import split_lines
@@ -34,8 +35,10 @@ def _score(merger: _Merger, chain: list[tuple[int, int, float]], ja: int, pa: in
     return total
 
 
+@pytest.mark.parametrize("small", [0, 1000], ids=["matrix", "loop"])
 @pytest.mark.parametrize("seed", range(40))
-def test_gap_chain_is_the_best_chain(seed: int) -> None:
+def test_gap_chain_is_the_best_chain(seed: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(merge_module, "_SMALL_CHAIN", small)  # both implementations
     rng = random.Random(seed)
     olines = split_lines(ORIGINAL)
     merger = _Merger(olines, _Sketch(split_lines(SKETCH), set(olines.keys)), "python",
