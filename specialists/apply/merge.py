@@ -806,9 +806,22 @@ class _Merger:
 
     def _new_line(self, j: int) -> str:
         line = self.sk.raw[j]
-        if not self.faithful:
-            line = reindent(line, self.sk.widths[j] - self.shift, self.o.indent_char)
+        if not self.faithful and self.sk.keys[j]:  # whitespace-only lines stay as written
+            line = reindent(line, self.sk.widths[j] - self.shift, self._indent_char_near(j))
         return line + "\r" if self.o.crlf else line
+
+    def _indent_char_near(self, j: int) -> str:
+        """The indentation character of the nearest indented original line the sketch's
+        block matched around line j (a Go file's template strings may be indented with
+        spaces while its code uses tabs); the file's commonest otherwise."""
+        for step in (-1, 1):
+            i = j + step
+            while 0 <= i < self.m and self.sk.kinds[i] == LineKind.CODE:
+                p = self.sm[i]
+                if p >= 0 and self.owidth[p] > 0:
+                    return self.o.raw[p][0]
+                i += step
+        return self.o.indent_char
 
     def _emit_gap(self, ja: int, pa: int, jb: int, pb: int, out: list[str], origin: list[int],
                   dry: bool = False) -> None:

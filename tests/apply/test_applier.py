@@ -528,3 +528,17 @@ def test_sketch_whose_only_change_is_a_blank_line_deletes_it() -> None:
     result = apply_sketch(original, sketch, path="t.py")
     assert result.applied, result.reason
     assert result.merged == original.replace('"""\n\n\nimport', '"""\n\nimport')
+
+
+def test_new_line_takes_the_indentation_of_its_neighbours() -> None:
+    # The file's template is indented with spaces, its code with tabs; the sketch is
+    # shifted by two spaces. The new line is indented like the code around it.
+    template = "".join(f"    line {i} of the template\n" for i in range(12))
+    original = ("package p\n\nconst script = `\n" + template + "`\n\n"
+                "func f(name string) string {\n\tv := name\n\tv = clean(v)\n\treturn v\n}\n")
+    sketch = ("  // ... existing code ...\n  \tv := name\n  \tv = strings.ReplaceAll(v, \"-\", \"_\")\n"
+              "  \tv = clean(v)\n  \t// ... existing code ...\n")
+    result = apply_sketch(original, sketch, path="p.go")
+    assert result.applied, result.reason
+    assert result.merged == original.replace(
+        "\tv = clean(v)\n", "\tv = strings.ReplaceAll(v, \"-\", \"_\")\n\tv = clean(v)\n")
