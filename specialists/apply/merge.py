@@ -806,7 +806,7 @@ class _Merger:
 
     def _new_line(self, j: int) -> str:
         line = self.sk.raw[j]
-        if not self.faithful and self.sk.keys[j]:  # whitespace-only lines stay as written
+        if not self.faithful:
             line = reindent(line, self.sk.widths[j] - self.shift, self._indent_char_near(j))
         return line + "\r" if self.o.crlf else line
 
