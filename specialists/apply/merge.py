@@ -444,10 +444,14 @@ class _Merger:
         return out
 
     def _estimate_shift(self, pairs: Iterable[tuple[int, int]]) -> int:
-        votes: dict[int, int] = {}
+        """The sketch's uniform indentation shift: the commonest width difference of the
+        matched lines, a block's edge lines next to a marker (context the writer copied)
+        counting as much as the ``boundary`` weight (code moved in or out of a block
+        changes its own lines' depth, not the context's)."""
+        votes: dict[int, float] = {}
         for j, p in pairs:
             d = self.sk.widths[j] - self.owidth[p]
-            votes[d] = votes.get(d, 0) + 1
+            votes[d] = votes.get(d, 0.0) + (self.wt.boundary if self.sk.boundary[j] else 1.0)
         return max(votes, key=lambda d: (votes[d], -abs(d))) if votes else 0
 
     def _extend(self) -> None:

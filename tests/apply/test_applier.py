@@ -542,3 +542,50 @@ def test_new_line_takes_the_indentation_of_its_neighbours() -> None:
     assert result.applied, result.reason
     assert result.merged == original.replace(
         "\tv = clean(v)\n", "\tv = strings.ReplaceAll(v, \"-\", \"_\")\n\tv = clean(v)\n")
+
+
+def test_code_moved_out_of_a_block_does_not_set_the_indentation_shift() -> None:
+    # The moved lines lose one level; the context lines next to the markers keep theirs,
+    # and they, not the moved majority, say the sketch is not shifted.
+    original = '''class Connection:
+    async def release(self):
+        if self.done:
+            self.state.start_next_cycle()
+        else:
+            event = ConnectionClosed()
+            try:
+                self.state.send(event)
+            except ProtocolError:
+                pass
+            self.writer.close()
+            if hasattr(self.writer, "wait_closed"):
+                await self.writer.wait_closed()
+
+        if self.on_release is not None:
+            await self.on_release(self)
+
+    def info(self):
+        return self.state
+'''
+    moved = '''    def close(self):
+        event = ConnectionClosed()
+        try:
+            self.state.send(event)
+        except ProtocolError:
+            pass
+        self.writer.close()
+        if hasattr(self.writer, "wait_closed"):
+            self.writer.wait_closed()
+
+'''
+    sketch = ('# ... existing code ...\n            self.state.start_next_cycle()\n        else:\n'
+              '            self.close()\n\n        if self.on_release is not None:\n'
+              '            await self.on_release(self)\n\n' + moved
+              + '    def info(self):\n        # ... existing code ...\n')
+    result = apply_sketch(original, sketch, path="c.py")
+    assert result.applied, result.reason
+    head, tail = original.split("        else:\n", 1)
+    rest = tail.split("\n        if self.on_release", 1)[1]
+    expected = (head + "        else:\n            self.close()\n\n        if self.on_release" + rest)
+    expected = expected.replace("    def info(self):", moved + "    def info(self):")
+    assert result.merged == expected
