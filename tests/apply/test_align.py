@@ -104,3 +104,18 @@ def test_sketch_ending_in_code_writes_the_files_end_when_only_blank_lines_follow
     tail = original + "".join(f"def g{i}():\n    return {i}\n\n" for i in range(5))
     kept = apply_sketch(tail, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
     assert kept.applied and kept.merged is not None and kept.merged.endswith("    return 4\n\n")
+
+
+def test_readings_that_differ_in_blank_lines_only_keep_the_one_with_more() -> None:
+    from types import SimpleNamespace
+
+    from specialists.apply.merge import _more_blank_lines_only
+
+    sure, guessed = SimpleNamespace(blank_guesses=0), SimpleNamespace(blank_guesses=1)
+    out = ["def f():", "    pass", "", "", "x = 1"]
+    alt = ["def f():", "    pass", "", "x = 1"]
+    assert _more_blank_lines_only(out, alt, sure)  # type: ignore[arg-type]
+    assert not _more_blank_lines_only(alt, out, sure)  # type: ignore[arg-type]  # fewer
+    assert not _more_blank_lines_only(out, alt, guessed)  # type: ignore[arg-type]
+    assert not _more_blank_lines_only(out, ["def f():", "    pass", "", "x = 2"], sure)  # type: ignore[arg-type]
+    assert not _more_blank_lines_only(out, ["def f():", "  pass", "x = 1"], sure)  # type: ignore[arg-type]
