@@ -282,8 +282,6 @@ class _Merger:
         self.faithful = True
         # The near-tie runs only compare their output with this one's, which was checked.
         self.check_deletions = weights is DEFAULT_WEIGHTS
-        # whether ``merge`` will also read the sketch the global way (``_cross_check``)
-        self.cross_checked = options.cross_check and self.m * (self.n + 1) <= _align.MAX_CELLS
         self.dp_spans: dict[int, tuple[int, int]] = {}
         self.blank_guesses = 0
         # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
@@ -718,11 +716,6 @@ class _Merger:
         need = 1 if len(gone) <= _BIG_DELETION else 2
         if self._anchored_run(ja, pa, -1, need) and self._anchored_run(jb, pb, 1, need):
             return
-        if (self.cross_checked and len(gone) <= _BIG_DELETION and not _weak(self.sk.keys[ja])
-                and not _weak(self.sk.keys[jb])
-                and not any(definition_name(self.ok[p], self.language) for p in gone)):
-            return  # a few lines, no definition, between two distinctive lines, and the
-            # second reading must make the same deletion: 107 right, 0 wrong on 6,491 sketches
         new = [self.sk.keys[j] for j in range(ja + 1, jb) if self.sk.keys[j]]
         # The lower line also fits at or before the upper one's place (or the reverse): the
         # sketch reads as well as a pure insertion there, with nothing deleted.
@@ -1528,7 +1521,8 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     _check_insertion_reading(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         _check_near_ties(out, merger)
-    if merger.cross_checked and weights is DEFAULT_WEIGHTS:
+    if (options.cross_check and weights is DEFAULT_WEIGHTS
+            and len(sk.keys) * (len(olines.keys) + 1) <= _align.MAX_CELLS):
         _cross_check(out, olines, sk, language, options, merger)
     final_newline = olines.final_newline
     if _sketch_ends_file(merger, origin):
