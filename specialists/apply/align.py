@@ -249,8 +249,13 @@ class _Problem:
 
     def strict_deletions(self, H: np.ndarray) -> np.ndarray:
         """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
-        c = np.minimum.accumulate(H - self.D)
-        return self.D + np.concatenate(([_INF], c[:-1]))
+        c = np.subtract(H, self.D)
+        np.minimum.accumulate(c, out=c)
+        out = np.empty_like(c)
+        out[0] = _INF
+        out[1:] = c[:-1]
+        out[1:] += self.D[1:]
+        return out
 
     def block_end(self, f: _Row, j: int) -> np.ndarray:
         f0, f1, fi = f
@@ -315,9 +320,10 @@ class _Problem:
             pen = self.match_pen(j, ps)
             A0[ps + 1] = F0[ps] + pen
             A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
-        M1 = A1.copy()  # matches only (a left-out last marker needs one)
+        M1 = A1  # matches only (a left-out last marker needs one)
         subs = self.similar(j)
         if len(subs):
+            M1 = A1.copy()
             any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
             np.minimum.at(A1, subs + 1, any_state + costs.substitute)
         self.rows_h.append((A0, A1, AI, M1))
