@@ -240,9 +240,8 @@ class _Problem:
         found = self.match_positions(j)
         if self.weak(key) or not len(found):
             return costs.insert
-        mark = np.zeros(n + 2, dtype=np.int64)
-        np.add.at(mark, np.maximum(found - costs.near + 1, 0), 1)
-        np.add.at(mark, np.minimum(found + costs.near + 1, n + 1), -1)
+        mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
+                - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
         return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
 
     # ---- forward pass -------------------------------------------------------------------
