@@ -928,6 +928,10 @@ class _Merger:
                 if target is None:
                     raise Abstain("the remove comment names code that is not where it stands",
                                   sk.span(sep, sep))
+                beside = sum(1 for p in range(lo, hi) if self.ok[p] and not target[0] <= p < target[1])
+                if beside:  # e.g. a sketch that ends with a remove comment, its last marker lost
+                    raise Abstain(f"the sketch would delete {beside} lines beside what its remove "
+                                  f"comment names", sk.span(sep, sep))
             self._delete(lo, hi, by_remove=True, dry=dry)
             return
         if kind == IMPLICIT:

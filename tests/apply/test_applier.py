@@ -589,3 +589,17 @@ def test_code_moved_out_of_a_block_does_not_set_the_indentation_shift() -> None:
     expected = (head + "        else:\n            self.close()\n\n        if self.on_release" + rest)
     expected = expected.replace("    def info(self):", moved + "    def info(self):")
     assert result.merged == expected
+
+
+def test_remove_comment_at_the_end_deletes_only_what_it_names() -> None:
+    # The sketch's last marker is missing after a remove comment: the lines after the named
+    # ones are not the comment's to delete.
+    original = "class It:\n    def __iter__(self):\n        return self\n\n    # Python 2 compat\n" \
+               "    next = __next__\n\n    def render(self):\n        draw()\n\n    def finish(self):\n        done()\n"
+    sketch = "# ... existing code ...\n    def __iter__(self):\n        return self\n" \
+             "    # remove `# Python 2 compat` … `next = __next__`\n"
+    result = apply_sketch(original, sketch, path="it.py")
+    if result.applied:
+        assert "def finish(self):" in result.merged and "def render(self):" in result.merged
+    else:
+        assert "beside what its remove comment names" in (result.reason or "")
