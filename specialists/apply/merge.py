@@ -46,7 +46,6 @@ __all__ = ["Merge", "Weights", "merge"]
 IMPLICIT = 3  # a marker the sketch left out before its first or after its last block
 
 
-
 @dataclass(frozen=True)
 class Weights:
     """The gap DP's scores. ``merge`` also runs perturbed copies: a placement that changes
@@ -242,7 +241,6 @@ def _heaviest_chain(pairs: list[tuple[int, int, float]], n: int) -> list[tuple[i
 def _weak(key: str) -> bool:
     """Lines too common to anchor on alone: braces, ``else:``, ``return``..."""
     return len(key) <= 4 or not any(ch.isalnum() for ch in key)
-
 
 
 def _deletion_costs(okeys: list[str], wt: Weights) -> list[float]:
