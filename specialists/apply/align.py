@@ -90,7 +90,9 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     problem = _Problem(okeys, owidths, skeys, kinds, swidths, shift, removes, weak,
                        costs or Costs())
     problem.forward()
-    return problem.trace(late=False), problem.trace(late=True)
+    early = problem.trace(late=False)
+    # A trace that never met two equal choices is the only optimal path: the latest is it.
+    return early, problem.trace(late=True) if problem.branched else early
 
 
 _Row = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -128,6 +130,7 @@ class _Problem:
         self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
         self.by_head: dict[tuple[int, str], list[int]] | None = None
         self.insert_costs: dict[int, np.ndarray | int] = {}
+        self.branched = False  # whether a trace met two equally good choices
         self._edges()
         # A block that changes nothing is not something a writer sends, so ending one costs
         # ``unchanged``: it stops a block of context from sliding onto a look-alike spot
@@ -362,8 +365,9 @@ class _Problem:
 
     # ---- trace-back ---------------------------------------------------------------------
 
-    @staticmethod
-    def pick(options: list[int], late: bool) -> int:
+    def pick(self, options: list[int], late: bool) -> int:
+        if len(options) > 1 and min(options) != max(options):
+            self.branched = True  # the latest optimal path may differ from this one
         return max(options) if late else min(options)
 
     @staticmethod
