@@ -17,10 +17,11 @@ from functools import lru_cache
 from typing import Any
 
 from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.languages import definition_name
 from specialists.apply.text import indent_width
 
 __all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
-           "parser_for"]
+           "check_redefinitions", "parser_for"]
 
 _GRAMMARS = {
     "python": ("tree_sitter_python", "language"),
@@ -72,6 +73,38 @@ def check_local_duplicates(out: list[str], origin: list[int], reach: int = 3) ->
         for q in range(max(0, k - reach), min(len(out), k + reach + 1)):
             if origin[q] >= 0 and out[q].strip() == key:
                 raise Abstain(f"the merge would put a copy of {key!r} next to the original line")
+
+
+def check_redefinitions(out: list[str], origin: list[int], language: str | None) -> None:
+    """Python: a new ``def``/``class`` beside a kept one of the same name, at the same depth
+    in the same block, neither decorated. A sketch's full definition replaces the one of
+    its name, so two of them mean the old one was left where the new one was placed (or
+    the reverse); Python keeps only the later one anyway. Decorated pairs (``@overload``,
+    a property's setter) are left alone."""
+    if language != "python":
+        return
+    seen: dict[tuple[tuple[str, ...], str, str, int], list[int]] = {}
+    parents: list[tuple[int, str]] = []  # (width, stripped line) of the open blocks
+    previous = ""
+    for k, line in enumerate(out):
+        key = line.strip()
+        if not key:
+            continue
+        width = indent_width(line)
+        while parents and parents[-1][0] >= width:
+            parents.pop()
+        found = definition_name(key, language)
+        if found is not None and not previous.startswith("@"):
+            scope = tuple(text for _, text in parents)  # the whole path of enclosing blocks
+            seen.setdefault((scope, found[0], found[1], width), []).append(k)
+        if key.endswith(":"):
+            parents.append((width, key))
+        previous = key
+    for lines in seen.values():
+        if len(lines) == 2 and (origin[lines[0]] < 0) != (origin[lines[1]] < 0):
+            name = out[lines[0]].strip()
+            raise Abstain(f"the merge would leave two definitions {name!r} side by side (one "
+                          "new, one kept) where the sketch's should replace the original's")
 
 
 def check_deletions(deleted_by_context: int, original_keys: list[str], options: ApplyOptions) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specialists.apply import ApplyOptions, FileEdit, apply_many, apply_sketch, combined_diff
-from specialists.apply.checks import check_parse
+from specialists.apply.checks import check_parse, check_redefinitions
 from specialists.apply.markers import LineKind, classify
 from specialists.apply.result import Abstain
 
@@ -603,3 +603,15 @@ def test_remove_comment_at_the_end_deletes_only_what_it_names() -> None:
         assert "def finish(self):" in result.merged and "def render(self):" in result.merged
     else:
         assert "beside what its remove comment names" in (result.reason or "")
+
+
+def test_new_definition_beside_a_kept_one_of_its_name_abstains() -> None:
+    # The sketch rewrites main() after helper(): read literally the old main() stays too.
+    original = "import os\n\n\ndef main():\n    run()\n\n\ndef helper():\n    pass\n"
+    sketch = "# ...\ndef helper():\n    pass\n\n\ndef main():\n    run(fast=True)\n"
+    result = apply_sketch(original, sketch, path="m.py")
+    assert result.status == "abstained" and "side by side" in (result.reason or "")
+    # the same name in another block, or decorated (a property's setter), is no redefinition
+    out = ["class A:", "    def f(self):", "        pass", "class B:", "    def f(self):", "        pass",
+           "    @f.setter", "    def f(self, v):", "        pass"]
+    check_redefinitions(out, [0, 1, 2, -1, -1, -1, -1, -1, -1], "python")
