@@ -83,6 +83,14 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
     a property's setter) are left alone."""
     if language != "python":
         return
+    names = set()
+    for k, line in enumerate(out):
+        if origin[k] < 0:
+            found = definition_name(line.strip(), language)
+            if found is not None:
+                names.add(found[1])
+    if not names:
+        return  # no new definition: nothing to compare (most merges stop here)
     seen: dict[tuple[tuple[str, ...], str, str, int], list[int]] = {}
     parents: list[tuple[int, str]] = []  # (width, stripped line) of the open blocks
     previous = ""
@@ -93,8 +101,8 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
         width = indent_width(line)
         while parents and parents[-1][0] >= width:
             parents.pop()
-        found = definition_name(key, language)
-        if found is not None and not previous.startswith("@"):
+        found = definition_name(key, language) if any(name in key for name in names) else None
+        if found is not None and found[1] in names and not previous.startswith("@"):
             scope = tuple(text for _, text in parents)  # the whole path of enclosing blocks
             seen.setdefault((scope, found[0], found[1], width), []).append(k)
         if key.endswith(":"):
