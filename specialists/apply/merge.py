@@ -1105,7 +1105,13 @@ class _Merger:
             if (self.sm[j] >= 0 and sk.widths[j] >= sk.widths[sep]
                     and definition_name(sk.keys[j], self.language) is not None):
                 end = self._definition_end(self.sm[j], self.n)
-                return end if lo < end <= hi else lo
+                if not lo < end <= hi:
+                    return lo
+                level = sk.widths[sep] - self.shift
+                if any(self.ok[p] and self.owidth[p] <= level for p in range(lo, end - 1)):
+                    return lo  # the old body has lines at the marker's level (a Go template
+                    # string at column 0): the marker may well stand inside it
+                return end
             j -= 1
         return lo
 

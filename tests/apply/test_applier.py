@@ -615,3 +615,17 @@ def test_new_definition_beside_a_kept_one_of_its_name_abstains() -> None:
     out = ["class A:", "    def f(self):", "        pass", "class B:", "    def f(self):", "        pass",
            "    @f.setter", "    def f(self, v):", "        pass"]
     check_redefinitions(out, [0, 1, 2, -1, -1, -1, -1, -1, -1], "python")
+
+
+def test_marker_at_column_zero_inside_a_template_keeps_the_body() -> None:
+    # Go code generated from a template string: init()'s body has template lines at column
+    # 0, so a marker at column 0 right after "func init() {" may stand inside that body.
+    original = ("package tpl\n\nfunc RootTemplate() []byte {\n\treturn []byte(`\npackage cmd\n\n"
+                "func Execute() {\n\terr := rootCmd.Execute()\n}\n\nfunc init() {\n{{- if .Viper }}\n"
+                "\tcobra.OnInitialize(initConfig)\n{{ end }}\n\trootCmd.Flags()\n}\n`)\n}\n")
+    sketch = ("// ... existing code ...\nfunc Execute() {\n\terr := rootCmd.Execute()\n\tif err != nil {\n"
+              "\t\tos.Exit(1)\n\t}\n}\n\nfunc init() {\n// ... code remains the same\n")
+    result = apply_sketch(original, sketch, path="tpl/main.go")
+    assert result.applied, result.reason
+    assert result.merged == original.replace(
+        "\terr := rootCmd.Execute()\n}", "\terr := rootCmd.Execute()\n\tif err != nil {\n\t\tos.Exit(1)\n\t}\n}")
