@@ -18,6 +18,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted(p for p in FIXTURES.iterdir() if p.is_dir())
 
 
+def _merged(original: str, sketch: str, path: str) -> str:
+    """The merged file, after checking the sketch applied (the reason shows if not)."""
+    result = apply_sketch(original, sketch, path=path)
+    assert result.applied, result.reason
+    assert result.merged is not None
+    return result.merged
+
+
 def _case(folder: Path) -> tuple[str, str, str, str]:
     original = next(folder.glob("original.*"))
     sketch = next(folder.glob("sketch.*"))
@@ -81,24 +89,20 @@ def third():
 
 def test_missing_first_and_last_marker_keep_the_rest() -> None:
     sketch = "def second():\n    value = 20\n    return value\n"
-    result = apply_sketch(ORIGINAL, sketch, path="m.py")
-    assert result.applied, result.reason
-    assert result.merged == ORIGINAL.replace("value = 2\n", "value = 20\n")
+    assert _merged(ORIGINAL, sketch, path="m.py") == ORIGINAL.replace("value = 2\n", "value = 20\n")
 
 
 def test_uniform_indentation_shift_is_undone() -> None:
     sketch = "    # ...\n    def second():\n        value = 2\n        print(value)\n        return value\n    # ...\n"
-    result = apply_sketch(ORIGINAL, sketch, path="m.py")
-    assert result.applied, result.reason
-    assert result.merged == ORIGINAL.replace("    value = 2\n", "    value = 2\n    print(value)\n")
+    assert _merged(ORIGINAL, sketch, path="m.py") == ORIGINAL.replace(
+        "    value = 2\n", "    value = 2\n    print(value)\n")
 
 
 def test_order_of_anchors_resolves_repeated_lines() -> None:
     # "return value" occurs twice; the unique header before it decides which one.
     sketch = "# ...\ndef second():\n    value = 2\n    return value + 1\n# ...\n"
-    result = apply_sketch(ORIGINAL, sketch, path="m.py")
-    assert result.applied, result.reason
-    assert result.merged == ORIGINAL.replace("value = 2\n    return value\n", "value = 2\n    return value + 1\n")
+    assert _merged(ORIGINAL, sketch, path="m.py") == ORIGINAL.replace(
+        "value = 2\n    return value\n", "value = 2\n    return value + 1\n")
 
 
 def test_deletion_by_context_and_by_remove_comment() -> None:
@@ -215,17 +219,13 @@ def test_sketch_in_another_language_gets_a_clear_result() -> None:
 def test_crlf_original_with_lf_sketch_keeps_crlf() -> None:
     original = ORIGINAL.replace("\n", "\r\n")
     sketch = "# ...\ndef third():\n    return 30\n"
-    result = apply_sketch(original, sketch, path="m.py")
-    assert result.applied, result.reason
-    assert result.merged == original.replace("return 3\r\n", "return 30\r\n")
+    assert _merged(original, sketch, path="m.py") == original.replace("return 3\r\n", "return 30\r\n")
 
 
 def test_tabs_file_with_spaces_sketch_keeps_tabs() -> None:
     original = "func a() {\n\tx := 1\n\treturn\n}\n\nfunc b() {\n\ty := 2\n}\n"
     sketch = "func a() {\n    x := 1\n    log(x)\n    return\n}\n// ...\n"
-    result = apply_sketch(original, sketch, path="a.go")
-    assert result.applied, result.reason
-    assert result.merged == original.replace("\tx := 1\n", "\tx := 1\n\tlog(x)\n")
+    assert _merged(original, sketch, path="a.go") == original.replace("\tx := 1\n", "\tx := 1\n\tlog(x)\n")
 
 
 def test_fifty_thousand_lines_in_bounded_time() -> None:
@@ -322,9 +322,7 @@ def test_uncertain_implicit_deletion_abstains() -> None:
 
 def test_pinned_implicit_deletion_applies() -> None:
     sketch = "# ...\ndef second():\n    setup()\n    check(2)\n    teardown()\n"
-    result = apply_sketch(COPIES, sketch, path="c.py")
-    assert result.applied, result.reason
-    assert result.merged == COPIES.replace("    run(2)\n", "")
+    assert _merged(COPIES, sketch, path="c.py") == COPIES.replace("    run(2)\n", "")
 
 
 def test_marker_shallower_than_the_code_it_keeps_abstains() -> None:
@@ -339,16 +337,12 @@ def test_marker_shallower_than_the_code_it_keeps_abstains() -> None:
 
 def test_full_definition_replaces_its_last_line() -> None:
     sketch = "def first():\n    setup()\n    run(1)\n    check(1)\n    teardown(force=True)\n# ...\n"
-    result = apply_sketch(COPIES, sketch, path="c.py")
-    assert result.applied, result.reason
-    assert result.merged == COPIES.replace("teardown()", "teardown(force=True)", 1)
+    assert _merged(COPIES, sketch, path="c.py") == COPIES.replace("teardown()", "teardown(force=True)", 1)
 
 
 def test_changed_header_over_its_body_replaces_the_header_only() -> None:
     sketch = "# ...\ndef second(x):\n    # ... existing code ...\n"
-    result = apply_sketch(COPIES, sketch, path="c.py")
-    assert result.applied, result.reason
-    assert result.merged == COPIES.replace("def second():", "def second(x):")
+    assert _merged(COPIES, sketch, path="c.py") == COPIES.replace("def second():", "def second(x):")
 
 
 def test_sketch_decides_a_final_newline_it_writes() -> None:
@@ -397,9 +391,8 @@ def test_one_line_declaration_has_no_body_to_replace() -> None:
     # "type F func() error" opens no block: the marker after it keeps the next function.
     original = "package p\n\ntype F func() error\n\nfunc g() {\n\tx()\n}\n"
     sketch = "// ...\n\n// F is a callback\ntype F func() error\n// ... existing code ...\n"
-    result = apply_sketch(original, sketch, path="p.go")
-    assert result.applied, result.reason
-    assert result.merged == original.replace("\ntype F", "\n// F is a callback\ntype F")
+    assert _merged(original, sketch, path="p.go") == original.replace(
+        "\ntype F", "\n// F is a callback\ntype F")
 
 
 def test_context_only_block_that_would_just_reindent_abstains() -> None:
@@ -439,9 +432,7 @@ def test_header_rewritten_over_several_lines_replaces_the_old_header() -> None:
         return "256"
     # ... keep existing code ...
 '''
-    result = apply_sketch(HEADERS, sketch, path="c.py")
-    assert result.applied, result.reason
-    assert result.merged == HEADERS.replace(
+    assert _merged(HEADERS, sketch, path="c.py") == HEADERS.replace(
         "    def _detect(self) -> str:\n",
         '    def _detect(\n        self,\n    ) -> Literal["auto", "none"]:\n')
 
@@ -461,9 +452,7 @@ def test_prose_remove_comment_in_new_code_is_kept_as_code() -> None:
     sketch = ("// ... existing code ...\n\tfor _, c := range cs {\n"
               "\t\t// Remove the hidden entries in this case\n\t\tc = visible(c)\n"
               "\t\tif skip {\n\t\t\t// ... existing code ...\n")
-    result = apply_sketch(original, sketch, path="f.go")
-    assert result.applied, result.reason
-    assert result.merged == original.replace(
+    assert _merged(original, sketch, path="f.go") == original.replace(
         "\t\tif skip {", "\t\t// Remove the hidden entries in this case\n\t\tc = visible(c)\n"
         "\t\tif skip {")
 
@@ -525,9 +514,7 @@ def test_sketch_whose_only_change_is_a_blank_line_deletes_it() -> None:
     # leave the sketch changing nothing, the shorter run is the edit.
     original = '"""Tests for the config."""\n\n\nimport pytest\n\n\ndef test_a():\n    assert True\n'
     sketch = '# ... existing code ...\n"""Tests for the config."""\n\nimport pytest\n# ... existing code ...\n'
-    result = apply_sketch(original, sketch, path="t.py")
-    assert result.applied, result.reason
-    assert result.merged == original.replace('"""\n\n\nimport', '"""\n\nimport')
+    assert _merged(original, sketch, path="t.py") == original.replace('"""\n\n\nimport', '"""\n\nimport')
 
 
 def test_new_line_takes_the_indentation_of_its_neighbours() -> None:
@@ -538,9 +525,7 @@ def test_new_line_takes_the_indentation_of_its_neighbours() -> None:
                 "func f(name string) string {\n\tv := name\n\tv = clean(v)\n\treturn v\n}\n")
     sketch = ("  // ... existing code ...\n  \tv := name\n  \tv = strings.ReplaceAll(v, \"-\", \"_\")\n"
               "  \tv = clean(v)\n  \t// ... existing code ...\n")
-    result = apply_sketch(original, sketch, path="p.go")
-    assert result.applied, result.reason
-    assert result.merged == original.replace(
+    assert _merged(original, sketch, path="p.go") == original.replace(
         "\tv = clean(v)\n", "\tv = strings.ReplaceAll(v, \"-\", \"_\")\n\tv = clean(v)\n")
 
 
@@ -625,7 +610,5 @@ def test_marker_at_column_zero_inside_a_template_keeps_the_body() -> None:
                 "\tcobra.OnInitialize(initConfig)\n{{ end }}\n\trootCmd.Flags()\n}\n`)\n}\n")
     sketch = ("// ... existing code ...\nfunc Execute() {\n\terr := rootCmd.Execute()\n\tif err != nil {\n"
               "\t\tos.Exit(1)\n\t}\n}\n\nfunc init() {\n// ... code remains the same\n")
-    result = apply_sketch(original, sketch, path="tpl/main.go")
-    assert result.applied, result.reason
-    assert result.merged == original.replace(
+    assert _merged(original, sketch, path="tpl/main.go") == original.replace(
         "\terr := rootCmd.Execute()\n}", "\terr := rootCmd.Execute()\n\tif err != nil {\n\t\tos.Exit(1)\n\t}\n}")
