@@ -103,7 +103,7 @@ class _Sketch:
             elif kind == LineKind.REMOVE and info is not None and info.remove_name \
                     and not info.remove_quotes:
                 if defined is None:
-                    defined = _defined_names(okeys, language)
+                    defined = {name for _, name in _definitions_of(okeys, language)}
                 if info.remove_name.split(".")[-1].rstrip("()") not in defined:
                     # "Remove all entries in this case": a comment the new code carries,
                     # not an instruction (it names nothing the file defines)
@@ -184,14 +184,10 @@ class _Sketch:
         return (a, max(a, b))
 
 
-def _defined_names(okeys: set[str], language: str | None) -> set[str]:
-    """Names of the definitions the original has (the names a remove comment can mean)."""
-    names = set()
-    for key in okeys:
-        found = definition_name(key, language) if key else None
-        if found is not None:
-            names.add(found[1])
-    return names
+def _definitions_of(keys: Iterable[str], language: str | None) -> set[tuple[str, str]]:
+    """``(kind, name)`` of every definition these (stripped) lines open."""
+    found = (definition_name(key, language) for key in keys if key)
+    return {d for d in found if d is not None}
 
 
 def _strip_fences(text: str) -> str:
@@ -559,15 +555,14 @@ class _Merger:
                 j += 1
         return fresh
 
-    def _has_definition(self, found: tuple[str, str]) -> bool:
+    def _definitions(self) -> set[tuple[str, str]]:
+        """``(kind, name)`` of the original's definitions (made once, shared by forks)."""
         if self._defs is None:
-            self._defs = set()
-            for key in self.ok:
-                if key:
-                    d = definition_name(key, self.language)
-                    if d is not None:
-                        self._defs.add(d)
-        return found in self._defs
+            self._defs = _definitions_of(self.ok, self.language)
+        return self._defs
+
+    def _has_definition(self, found: tuple[str, str]) -> bool:
+        return found in self._definitions()
 
     def _chain(self, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int, pb: int,
                prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
@@ -1373,7 +1368,7 @@ def _check_insertion_reading(merger: _Merger) -> None:
             # the lines between are then new: an outermost definition the file has would be
             # a second one
             if defined is None:
-                defined = _defined_names(set(ok), language)
+                defined = {name for _, name in merger._definitions()}
             names = (definition_name(keys[x], language) for x in range(t, i)
                      if keys[x] and sk.widths[start + x] == outer)
             if not any(found is not None and found[1] in defined for found in names):
