@@ -3,8 +3,9 @@
 The parse check uses tree-sitter on the edited regions only, widened to the enclosing
 top-level statements, in the original and in the result: a region that parsed before and
 does not now is a reason to abstain. tree-sitter's Python grammar accepts a block with no
-body, so where a Python region has that shape Python's own parser is asked too. Parsing windows keeps the check to a fraction of a
-millisecond on files where a whole-file parse costs about 2 ms.
+body, so where a Python region has that shape Python's own parser is asked too. Parsing
+windows keeps the check to a fraction of a millisecond on files where a whole-file parse
+costs about 2 ms.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from specialists.apply.languages import (
     definition_start,
 )
 from specialists.apply.markers import classify
-from specialists.apply.text import indent_of, indent_width, split_lines
+from specialists.apply.text import indent_of, indent_widths, split_lines
 
 __all__ = ["MARKER_WORDINGS", "NOISE", "Sketch", "make_sketch"]
 
@@ -145,8 +145,8 @@ def make_sketch(
     """
     rng = random.Random(seed)
     b, a = split_lines(before), split_lines(after)
-    bw = [indent_width(line) for line in b.raw]
-    aw = [indent_width(line) for line in a.raw]
+    bw = indent_widths(b.raw)
+    aw = indent_widths(a.raw)
     n_after = len(a.raw)
     keep = [False] * n_after
     changed = [False] * n_after
