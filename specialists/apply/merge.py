@@ -1358,8 +1358,7 @@ def _check_insertion_reading(merger: _Merger) -> None:
         if not any(gone):
             continue
         if named is None:
-            named = {found[1] for found in (definition_name(key, language) for key in sk.keys if key)
-                     if found is not None}
+            named = {name for _, name in _definitions_of(sk.keys, language)}
         if all(found is None or found[1] in named for found in gone):
             continue  # deletes no definition the sketch does not name
         keys = sk.keys[start:end]
