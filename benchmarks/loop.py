@@ -30,11 +30,11 @@ sys.path.insert(0, str(REPO))
 
 def absorb_while_training(out: Path, args: argparse.Namespace) -> dict:
     """events/s the API takes while ``train_from_events`` runs in this process."""
-    from router.events import EventStore, sqlite_url
-    from router.loop.runner import LoopArgs, Server, _free_port, _server_config
-    from router.loop.simulate import simulate
-    from router.loop.trainer import train_from_events
-    from router.loop.versions import PolicyStore
+    from specialists.tab.events import EventStore, sqlite_url
+    from specialists.tab.loop.runner import LoopArgs, Server, _free_port, _server_config
+    from specialists.tab.loop.simulate import simulate
+    from specialists.tab.loop.trainer import train_from_events
+    from specialists.tab.loop.versions import PolicyStore
     from specialists.tab.data import load_split
 
     state = out / "state"
@@ -106,7 +106,7 @@ def main() -> None:
                         help="reuse the turns already in --out; measure absorption only")
     args = parser.parse_args()
 
-    from router.loop.runner import LoopArgs, run_loop
+    from specialists.tab.loop.runner import LoopArgs, run_loop
 
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
     loop = LoopArgs(data=args.data, turns=args.turns, events_per_turn=args.events_per_turn,

@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval.embedders import load_embedder  # noqa: E402
+from retrieval.loading import load_embedder  # noqa: E402
 from retrieval.index import Index, IndexConfig  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")

@@ -2,8 +2,9 @@
 
 tree-sitter chunks (``chunker``), a static or transformer embedder (``embedders``), FAISS +
 BM25 with score fusion and filters, a Merkle-tree incremental refresh and an atomically
-persisted index (``index``), the specialist (``specialist``), HTTP (``api``) and CLI
-(``cli``). Library use::
+persisted index (``index``) and the registry specialist (``specialist``); its HTTP
+endpoints and CLI commands live in the router (``router.api.retrieval``,
+``router.commands.retrieval``). Library use::
 
     from retrieval import Index, Filters
     index = Index.open("~/.complement/indexes/myrepo")

@@ -11,7 +11,8 @@ manages tens. Distilled alone it is a poor code retriever; post-trained contrast
 (docstring, code) pairs from the local site-packages (``retrieval.finetune``) it becomes
 the default: fast enough to index on a laptop, and the hybrid with BM25 beats both.
 
-Spec strings accepted by :func:`load_embedder`:
+Spec strings (``retrieval.loading.load_embedder`` builds ``static`` on first use;
+:func:`open_embedder` opens any that needs no training):
 
 ==================  ===========================================================
 ``static``          the default: the distilled table post-trained on site-packages
@@ -34,6 +35,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
+from specialists.base import OptionsError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -45,7 +48,8 @@ __all__ = [
     "data_home",
     "default_model_path",
     "distill_static",
-    "load_embedder",
+    "open_embedder",
+    "tuned_static_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -301,8 +305,14 @@ def base_static_path() -> Path:
     return path
 
 
-def load_embedder(spec: str | None = None, **options: Any) -> Embedder:
-    """Build the embedder a spec names (see the module docstring)."""
+def tuned_static_path() -> Path:
+    """Where the default embedder (``static``) lives once built."""
+    return data_home() / "models" / TUNED_DIR_NAME
+
+
+def open_embedder(spec: str | None = None, **options: Any) -> Embedder:
+    """The embedder a spec names, if it needs no training (``retrieval.loading.
+    load_embedder`` also builds the default one on first use)."""
     spec = spec or "static"
     if spec.startswith("hash:"):
         return HashingEmbedder(int(spec.split(":", 1)[1]))
@@ -311,20 +321,16 @@ def load_embedder(spec: str | None = None, **options: Any) -> Embedder:
     if spec == "static-base":
         return StaticEmbedder(base_static_path(), **options)
     if spec == "static":
-        path = data_home() / "models" / TUNED_DIR_NAME
+        path = tuned_static_path()
         if not (path / "static.json").is_file():
-            from retrieval.finetune import Args, finetune
-
-            log.warning("building the default embedder in %s: MiniLM distilled to a static "
-                        "table, then post-trained on (docstring, code) pairs from "
-                        "site-packages (once; a few minutes)", path)
-            finetune(Args(out=path, max_seconds=240.0), log_fn=log.info)
+            raise OptionsError(f"embedder 'static' is not built yet in {path}: run "
+                               "`complement retrieval finetune`, or load it through "
+                               "retrieval.loading.load_embedder, which builds it")
         return StaticEmbedder(path, **options)
     path = Path(spec).expanduser()
     if (path / "static.json").is_file():
         return StaticEmbedder(path, **options)
     if path.is_dir():
         return SentenceTransformerEmbedder(path, **options)
-    from router.errors import ConfigError
-
-    raise ConfigError(f"embedder {spec!r}: not 'static', 'minilm' or a model directory")
+    raise OptionsError(f"embedder {spec!r}: not 'static', 'static-base', 'minilm', "
+                       "'hash:DIM' or a model directory")

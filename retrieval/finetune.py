@@ -22,7 +22,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from retrieval.embedders import SentenceTransformerEmbedder, StaticEmbedder, data_home, load_embedder, save_static
+from retrieval.embedders import (
+    SentenceTransformerEmbedder,
+    StaticEmbedder,
+    data_home,
+    open_embedder,
+    save_static,
+)
 from retrieval.pairs import iter_pairs
 
 __all__ = ["Args", "finetune"]
@@ -206,7 +212,7 @@ def finetune(args: Args, log_fn: Callable[[str], None] = print) -> dict[str, Any
     t0 = time.perf_counter()
     train, dev, info = load_pairs(args)
     log_fn(f"pairs: {info}")
-    emb = load_embedder(args.base)
+    emb = open_embedder(args.base)
     before = dev_mrr(emb, dev)
     log_fn(f"dev MRR@10 before: {before:.4f}")
     out = Path(args.out).expanduser()

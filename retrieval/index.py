@@ -191,7 +191,7 @@ class Index:
     @property
     def embedder(self) -> "Embedder":
         if self._embedder is None:
-            from retrieval.embedders import load_embedder
+            from retrieval.loading import load_embedder
 
             self._embedder = load_embedder(self.config.embedder)
         return self._embedder

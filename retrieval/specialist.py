@@ -11,8 +11,11 @@ Config block (``options`` are constructor arguments)::
           embedder: static              # or minilm, or a model directory
           index: {fusion: linear, dense_weight: 0.3}   # any IndexConfig field
 
-Paths given to ``index`` are checked against ``allowed_root``: ``..`` components, paths
-outside it and symlinks that resolve outside it are refused with ``Forbidden`` (403).
+Paths given to ``index`` are checked against ``allowed_root`` by ``specialists.paths.
+resolve_repo`` (the one check ``/v1/edit`` uses too): ``..`` components, paths outside it
+and symlinks that resolve outside it are refused with ``ForbiddenError`` (403 over HTTP).
+Callers that confined a repository themselves (the edit pipeline, against its own allowed
+roots) use ``search_repo``.
 """
 
 from __future__ import annotations
@@ -20,15 +23,23 @@ from __future__ import annotations
 import hashlib
 import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from router.errors import BadRequest, Forbidden, NotFound, Unavailable
-from specialists.base import Result, Specialist
+from specialists.base import (
+    ForbiddenError,
+    NotFoundError,
+    Result,
+    Specialist,
+    SpecialistError,
+    SpecialistOptions,
+    UnavailableError,
+)
+from specialists.paths import resolve_repo
 
 from retrieval.embedders import data_home
 from retrieval.index import Filters, Index, IndexConfig
 
-__all__ = ["RetrievalSpecialist", "index_dir_for"]
+__all__ = ["RetrievalOptions", "RetrievalSpecialist", "index_dir_for"]
 
 
 def index_dir_for(base: Path, repo: Path) -> Path:
@@ -37,23 +48,37 @@ def index_dir_for(base: Path, repo: Path) -> Path:
     return base / f"{repo.name or 'root'}-{digest}"
 
 
+class RetrievalOptions(SpecialistOptions):
+    allowed_root: str | None = None
+    """``/v1/index`` and ``repo`` arguments must lie under it; unset: indexing is off."""
+    index_dir: str | None = None
+    """Where indexes live (default: ``~/.complement/indexes``)."""
+    embedder: str = "static"
+    """``static``, ``static-base``, ``minilm``, ``hash:DIM`` or a model directory."""
+    index: dict[str, Any] | None = None
+    """Any ``retrieval.IndexConfig`` field (``fusion``, ``dense_weight``, ...)."""
+    default_repo: str | None = None
+    """The repository searched when a request names none."""
+
+
 class RetrievalSpecialist(Specialist):
     kind = "retrieval"
     version = "1"
+    Options = RetrievalOptions
 
     def __init__(self, allowed_root: str | None = None, index_dir: str | None = None,
                  embedder: str = "static", index: Mapping[str, Any] | None = None,
-                 default_repo: str | None = None, **options: Any) -> None:
+                 default_repo: str | None = None) -> None:
         super().__init__(allowed_root=allowed_root, index_dir=index_dir, embedder=embedder,
-                         index=index, default_repo=default_repo, **options)
-        if options:
-            raise TypeError(f"unknown options: {', '.join(sorted(options))}")
+                         index=index, default_repo=default_repo)
         self.allowed_root = Path(allowed_root).expanduser().resolve() if allowed_root else None
         self.index_base = Path(index_dir).expanduser() if index_dir else data_home() / "indexes"
         try:
             self.config = IndexConfig(**{**dict(index or {}), "embedder": embedder})
         except TypeError as exc:
-            raise TypeError(f"index: {exc}") from exc
+            from specialists.base import OptionsError
+
+            raise OptionsError(f"index: {exc}") from exc
         self.default_repo = default_repo
         self._embedder: Any = None
         self._indexes: dict[Path, Index] = {}
@@ -71,42 +96,35 @@ class RetrievalSpecialist(Specialist):
         self._loader.start()
 
     def _load_embedder(self) -> None:
-        from retrieval.embedders import load_embedder
+        from retrieval.loading import load_embedder
 
         try:
             self._embedder = load_embedder(self.config.embedder)
         except Exception as exc:  # reported by health() and as 503s, never a crash
             self._load_error = f"{type(exc).__name__}: {exc}"
 
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Block until the embedder has loaded (for command-line use); errors stay for
+        the first request to report."""
+        if self._loader is not None:
+            self._loader.join(timeout)
+
     def _ready(self) -> None:
         if self._loader is not None and self._loader.is_alive():
-            raise Unavailable("the retrieval embedder is still loading (the first start "
-                              "builds it: a few minutes); retry shortly")
+            raise UnavailableError("the retrieval embedder is still loading (the first "
+                                   "start builds it: a few minutes); retry shortly")
         if self._load_error:
-            raise Unavailable(f"the retrieval embedder failed to load: {self._load_error}")
+            raise UnavailableError(f"the retrieval embedder failed to load: "
+                                   f"{self._load_error}")
 
     # -- paths --------------------------------------------------------------------------
     def check_path(self, raw: str) -> Path:
-        """Resolve a client-given path inside ``allowed_root`` or raise 403/404."""
+        """Resolve a client-given directory inside ``allowed_root`` or raise 403/404."""
         if self.allowed_root is None:
-            raise Forbidden("indexing is off: set specialists.<name>.options.allowed_root "
-                            "in the config to the directory repositories live under")
-        if not raw or "\x00" in raw:
-            raise BadRequest("path is empty or invalid", param="path")
-        if ".." in Path(raw).parts:
-            raise Forbidden(f"path {raw!r} contains '..'", param="path")
-        candidate = Path(raw)
-        if not candidate.is_absolute():
-            candidate = self.allowed_root / candidate
-        if not _within(candidate.absolute(), self.allowed_root):
-            raise Forbidden(f"path {raw!r} is outside the allowed root {self.allowed_root}",
-                            param="path")
-        resolved = candidate.resolve()
-        if not _within(resolved, self.allowed_root):  # a symlink that points outside
-            raise Forbidden(f"path {raw!r} resolves outside the allowed root", param="path")
-        if not resolved.is_dir():
-            raise NotFound(f"no directory at {raw!r}", param="path")
-        return resolved
+            raise ForbiddenError("indexing is off: set specialists.<name>.options."
+                                 "allowed_root in the config to the directory repositories "
+                                 "live under", param="path")
+        return resolve_repo(raw, [self.allowed_root], param="path", what="path")
 
     # -- operations ---------------------------------------------------------------------
     def _open(self, repo: Path) -> tuple[Index, threading.Lock]:
@@ -129,18 +147,36 @@ class RetrievalSpecialist(Specialist):
     def retrieve(self, query: str, k: int = 10, filters: Filters | None = None,
                  repo: str | None = None, mode: str = "hybrid") -> dict[str, Any]:
         if not query.strip():
-            raise BadRequest("query is empty", param="query")
+            raise SpecialistError("query is empty", param="query")
         target = self.check_path(repo) if repo else (
             self.check_path(self.default_repo) if self.default_repo else self._last_repo)
         if target is None:
-            raise Unavailable("no repository is indexed yet: POST /v1/index first, or pass "
-                              "'repo'")
+            raise UnavailableError("no repository is indexed yet: POST /v1/index first, or "
+                                   "pass 'repo'")
         index, lock = self._open(target)
         if not index.chunks:
-            raise NotFound(f"{target} has no index yet: POST /v1/index with its path")
+            raise NotFoundError(f"{target} has no index yet: POST /v1/index with its path")
         with lock:
             hits = index.search(query, k=k, filters=filters, mode=mode)
         return {"repo": str(target), "mode": mode, "results": [h.to_dict() for h in hits]}
+
+    def search_repo(self, repo: Path, query: str, k: int = 10, *, build: bool = False,
+                    progress: Callable[[str, int, int], None] | None = None
+                    ) -> tuple[list[Any], str | None]:
+        """Hits for ``query`` in ``repo``, a directory the caller has already confined (the
+        edit pipeline checks it against its own allowed roots). An unindexed repository is
+        indexed first when ``build`` is set; otherwise no hits, and a note says why."""
+        index, lock = self._open(repo)
+        note = None
+        with lock:
+            if not index.chunks:
+                if not build:
+                    return [], (f"{repo} is not indexed; run `complement index {repo}` "
+                                "first (continuing without retrieved context)")
+                stats = index.refresh(repo, progress)
+                note = (f"{repo} was not indexed: indexed {stats.files_read} files "
+                        f"({stats.chunks_total} chunks) in {stats.seconds:.1f}s")
+            return index.search(query, k=k), note
 
     def answer(self, request: Mapping[str, Any]) -> Result:
         """``{"query", "k", "filters", "repo", "mode"}`` -> chunks; abstains on no hit."""
@@ -160,7 +196,3 @@ class RetrievalSpecialist(Specialist):
                 "embedder": self.config.embedder,
                 "allowed_root": str(self.allowed_root) if self.allowed_root else None,
                 "indexes_open": len(self._indexes)}
-
-
-def _within(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents

@@ -13,14 +13,17 @@ import os
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from router.config import Config, is_loopback
-from router.errors import BadRequest, ComplementError, PayloadTooLarge, Unauthorized
+from router.errors import (
+    ComplementError,
+    PayloadTooLarge,
+    Unauthorized,
+    error_response,
+    install_handlers,
+)
 from router.frontier import FrontierClient
 from router.metrics import Metrics
 from router.registry import Registry
@@ -30,19 +33,17 @@ __all__ = ["app_from_env", "create_app"]
 
 log = logging.getLogger(__name__)
 
-#: Specialist areas that contribute an APIRouter (``<module>.router``).
-AREA_ROUTERS = ("specialists.apply.api", "specialists.tab.api", "retrieval.api", "router.loop.api",
-                "router.api_edit")
+#: One module per endpoint group, each with an APIRouter named ``router``.
+AREA_ROUTERS = ("router.api.chat", "router.api.system", "router.api.feedback", "router.api.tab",
+                "router.api.apply", "router.api.retrieval", "router.api.edit")
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
-
-
-def _error_response(exc: ComplementError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-    return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=headers)
+_NO_KEYS = ("refusing to serve on {host} without API keys: off loopback every endpoint but "
+            "/healthz and /readyz needs one. Set COMPLEMENT_API_KEY (the default config reads "
+            "it into server.api_keys) or list keys under server.api_keys, or bind 127.0.0.1")
 
 
 async def _send_error(send: Send, exc: ComplementError) -> None:
-    response = _error_response(exc)
+    response = error_response(exc)
     await response({"type": "http"}, _no_receive, send)
 
 
@@ -99,41 +100,9 @@ class GuardMiddleware:
         return wrapped
 
 
-def _install_handlers(app: FastAPI) -> None:
-    @app.exception_handler(ComplementError)
-    async def _ours(request: Request, exc: ComplementError) -> JSONResponse:
-        return _error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        param = ".".join(loc) or None
-        return _error_response(BadRequest(f"{param or 'body'}: {err.get('msg')}", param=param))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        error = ComplementError(str(exc.detail))
-        error.status_code = exc.status_code
-        error.error_type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return _error_response(error)
-
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s", request.url.path)
-        return _error_response(ComplementError(
-            f"internal error ({type(exc).__name__}); the server logged the details"))
-
-
 def _include_area_routers(app: FastAPI) -> None:
     for module_name in AREA_ROUTERS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # that area is not built into this install
-            raise
-        app.include_router(module.router)
+        app.include_router(importlib.import_module(module_name).router)
 
 
 def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
@@ -143,7 +112,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from starlette.concurrency import run_in_threadpool
 
-        from router.events import EventStore
+        from specialists.tab.events import EventStore
 
         app.state.events = await run_in_threadpool(
             EventStore, config.events_url(), feedback_timeout_s=config.events.feedback_timeout_s)
@@ -164,20 +133,13 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     app.state.config = config
     app.state.metrics = Metrics()
     app.state.frontier = FrontierClient(config.models, config.frontier, config.env_refs)
-    _install_handlers(app)
-    from router import api_chat, api_feedback, api_system
-
-    app.include_router(api_chat.router)
-    app.include_router(api_feedback.router)
-    app.include_router(api_system.router)
+    install_handlers(app)
     _include_area_routers(app)
     if not config.server.api_keys and not is_loopback(config.server.host):
-        raise ComplementError("refusing to serve without API keys off loopback")
+        raise ComplementError(_NO_KEYS.format(host=config.server.host))
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
                        max_body_bytes=config.server.max_body_bytes)
     return app
-
-
 
 
 def app_from_env() -> FastAPI:

@@ -14,7 +14,8 @@ from router.errors import ConfigError
 __all__ = ["build_parser", "main"]
 
 #: Areas that add subcommands through ``register(subparsers)``.
-AREA_CLIS = ("specialists.apply.cli", "specialists.tab.cli", "retrieval.cli", "router.loop.cli", "router.edit_cli")
+AREA_CLIS = ("router.commands.apply", "router.commands.tab", "router.commands.retrieval",
+             "router.commands.loop", "router.commands.edit")
 
 
 def _positive_int(text: str) -> int:
@@ -49,7 +50,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             config.server = ServerConfig.model_validate({**config.server.model_dump(),
                                                          **overrides})
         except ValidationError as exc:
-            raise ConfigError(f"--host/--port: {exc.errors()[0]['msg']}") from None
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"--host/--port: {msg}") from None
     print(f"complement: serving on http://{config.server.host}:{config.server.port} "
           f"(routes: {', '.join(config.routes) or 'none'}; specialists: "
           f"{', '.join(config.specialists) or 'none'}; workers: {args.workers})", flush=True)
@@ -66,11 +68,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     from router.config import load_config
-    from router.registry import load_class
+    from router.registry import check_block
 
     config = load_config(args.file)
+    problems = []
     for name, block in config.specialists.items():
-        load_class(block.class_, where=f"specialists.{name}.class")
+        try:
+            check_block(name, block)  # the class loads and its options fit its model
+        except ConfigError as exc:
+            problems.append(f"  {exc}")
+    if problems:
+        raise ConfigError(f"invalid config {args.file!r}:\n" + "\n".join(problems))
     print(f"{args.file}: ok — {len(config.routes)} routes, {len(config.models)} models, "
           f"{len(config.specialists)} specialists")
     return 0

@@ -29,6 +29,8 @@ __all__ = [
     "ServerConfig",
     "SpecialistConfig",
     "VerifierConfig",
+    "VerifyConfig",
+    "WorkspaceConfig",
     "default_config_path",
     "interpolate",
     "load_config",
@@ -55,8 +57,10 @@ class ServerConfig(_Strict):
         self.api_keys = keys
         if not keys and not is_loopback(self.host):
             raise ValueError(
-                f"server.api_keys is empty but server.host is {self.host!r}: auth may be off "
-                "only on loopback; list at least one key (e.g. ${COMPLEMENT_API_KEY})"
+                f"server.api_keys is empty but server.host is {self.host!r}: off loopback "
+                "every endpoint but /healthz and /readyz needs an API key. Set "
+                "COMPLEMENT_API_KEY (the default config reads it) or list keys under "
+                "server.api_keys, or bind 127.0.0.1"
             )
         return self
 
@@ -142,6 +146,43 @@ class SpecialistConfig(_Strict):
     enabled: bool = True
 
 
+Argv = list[str]
+
+
+class VerifyConfig(_Strict):
+    """Commands that check an edit, run in a scratch copy of the repository (never the
+    user's tree), as argv lists without a shell. Requests cannot name commands."""
+
+    timeout_s: float = Field(300.0, gt=0, le=24 * 3600)
+    """Wall-clock limit for each command; the whole process group is killed past it."""
+    routes: dict[str, list[Argv]] = Field(default_factory=dict)
+    """Per route: the commands that verify its edits, in order."""
+    repos: dict[str, list[Argv]] = Field(default_factory=dict)
+    """Per repository directory (under ``allowed_roots``): overrides the route's commands."""
+
+    @field_validator("routes", "repos")
+    @classmethod
+    def _argv(cls, table: dict[str, list[Argv]]) -> dict[str, list[Argv]]:
+        for key, commands in table.items():
+            for i, argv in enumerate(commands):
+                if not argv or not all(isinstance(a, str) and a for a in argv):
+                    raise ValueError(f"{key}.{i}: a command is a non-empty list of non-empty "
+                                     "strings (argv, no shell), e.g. [python, -m, pytest, -q]")
+        return table
+
+
+class WorkspaceConfig(_Strict):
+    """Which repositories requests may touch, and how edits to them are verified."""
+
+    allowed_roots: list[str] = Field(default_factory=list)
+    """Directories a request's ``repo`` must lie under (``/v1/edit``); empty: no repository
+    may be named (inline ``texts`` still work)."""
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+
+    def roots(self) -> list[Path]:
+        return [Path(os.path.expanduser(r)) for r in self.allowed_roots if r]
+
+
 class EventsConfig(_Strict):
     url: str = ""
     """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``."""
@@ -157,6 +198,7 @@ class Config(_Strict):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     specialists: dict[str, SpecialistConfig] = Field(default_factory=dict)
+    workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     env_refs: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
     """Which environment variables each key path was read from (for messages)."""
 
@@ -178,6 +220,10 @@ class Config(_Strict):
                         f"routes.{name}.targets.{i}: {target!r} is neither a model under "
                         f"'models:' nor a specialist under 'specialists:' (known: {known})"
                     )
+        for name in self.workspace.verify.routes:
+            if name not in self.routes:
+                raise ValueError(f"workspace.verify.routes.{name}: no route {name!r} under "
+                                 f"'routes:' (known: {sorted(self.routes)})")
         return self
 
     def data_path(self) -> Path:
@@ -186,7 +232,7 @@ class Config(_Strict):
     def events_url(self) -> str:
         if self.events.url:
             return self.events.url
-        from router.events import sqlite_url
+        from specialists.tab.events import sqlite_url
 
         return sqlite_url(self.data_path())
 

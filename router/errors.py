@@ -18,14 +18,32 @@
         └── CircuitOpen                  503 circuit_open
 
 Upstream (litellm) errors are translated once, in ``router.frontier``; every class here
-carries the HTTP status and OpenAI error ``type`` so ``router.app`` needs a single handler.
+carries the HTTP status and OpenAI error ``type`` so the app needs a single handler.
+
+Specialists raise their own types (``specialists.base``), which know nothing of HTTP;
+``SPECIALIST_ERRORS`` is the one table that maps each to one of the classes above, and
+``install_handlers`` registers the handlers every app of ours uses.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
+
+from specialists.base import (
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    OptionsError,
+    SpecialistError,
+    UnavailableError,
+)
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = [
+    "SPECIALIST_ERRORS",
     "BadRequest",
     "BudgetExceeded",
     "CircuitOpen",
@@ -42,7 +60,11 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnknownRoute",
+    "from_specialist",
+    "install_handlers",
 ]
+
+log = logging.getLogger(__name__)
 
 
 class ComplementError(Exception):
@@ -139,3 +161,73 @@ class FrontierTimeout(FrontierError):
 class CircuitOpen(FrontierError):
     status_code = 503
     error_type = "circuit_open"
+
+
+#: Specialist error type → the HTTP-facing class it stands for. Looked up along the
+#: exception's MRO, so a subclass a specialist defines maps like its parent.
+SPECIALIST_ERRORS: dict[type[SpecialistError], type[ComplementError]] = {
+    NotFoundError: NotFound,
+    ForbiddenError: Forbidden,
+    ConflictError: Conflict,
+    UnavailableError: Unavailable,
+    OptionsError: ConfigError,
+    SpecialistError: BadRequest,
+}
+
+
+def from_specialist(exc: SpecialistError) -> ComplementError:
+    """The HTTP-facing error for a specialist's (``SPECIALIST_ERRORS``)."""
+    klass = next(SPECIALIST_ERRORS[k] for k in type(exc).__mro__ if k in SPECIALIST_ERRORS)
+    if klass is ConfigError:  # an options error at request time is the server's fault
+        error: ComplementError = Unavailable(f"specialist misconfigured: {exc.message}")
+    else:
+        error = klass(exc.message, param=exc.param)
+    error.__cause__ = exc
+    return error
+
+
+def install_handlers(app: "FastAPI") -> None:
+    """The app's error handlers: every error leaves in OpenAI's shape with its status."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(ComplementError)
+    async def _ours(request: Request, exc: ComplementError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(SpecialistError)
+    async def _specialist(request: Request, exc: SpecialistError) -> JSONResponse:
+        return error_response(from_specialist(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        param = ".".join(loc) or None
+        msg = err.get("msg")
+        if err.get("type") == "extra_forbidden":
+            msg = "unknown field; remove it (see /docs for the request body)"
+        return error_response(BadRequest(f"{param or 'body'}: {msg}", param=param))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        error = ComplementError(str(exc.detail))
+        error.status_code = exc.status_code
+        error.error_type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return error_response(error)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return error_response(ComplementError(
+            f"internal error ({type(exc).__name__}); the server logged the details"))
+
+
+def error_response(exc: ComplementError) -> Any:
+    """``exc`` as a JSON response in OpenAI's error shape."""
+    from fastapi.responses import JSONResponse
+
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+    return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=headers)

@@ -11,8 +11,9 @@ mean cost per request stays under a target.
 The classifier is stored as JSON (weights, scaler, threshold, calibration table): no
 pickle, readable, diffable.
 
-``LearnedPolicy`` is the ``learned`` routing policy for chat routes: above the threshold it
-runs the route's targets as a cascade (cheapest first); below, only the last (strongest).
+``router.routing.LearnedPolicy`` is the ``learned`` routing policy for chat routes, built on
+this classifier: above the threshold it runs the route's targets as a cascade (cheapest
+first); below, only the last (strongest).
 """
 
 from __future__ import annotations
@@ -22,14 +23,11 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from router.errors import ConfigError
 
-if TYPE_CHECKING:
-    from router.config import RouteConfig
-
-__all__ = ["LANGUAGES", "LearnedPolicy", "RouteClassifier", "calibrate", "features",
+__all__ = ["LANGUAGES", "RouteClassifier", "calibrate", "features",
            "features_from_messages", "train_from_runs"]
 
 LANGUAGES = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
@@ -217,38 +215,3 @@ def train_from_runs(run_paths: list[str | Path], cheap: str, strong: str, *,
                   "target_cost_usd": target, "strong_mean_cost_usd": strong_cost,
                   "runs": [str(p) for p in run_paths], "calibration": table}
     return final
-
-
-class LearnedPolicy:
-    """The ``learned`` policy: the interface of ``router.routing._Policy`` (``run(req)``).
-
-    P(cheap target succeeds) ≥ threshold → the targets as a cascade; else the last target.
-    """
-
-    def __init__(self, name: str, cfg: "RouteConfig", router: Any) -> None:
-        from router.routing import CascadePolicy, FixedPolicy
-
-        path = getattr(cfg, "classifier", None)
-        if not path:
-            raise ConfigError(f"routes.{name}: a learned route needs 'classifier' (a file "
-                              "written by `complement router train`)")
-        self.name = name
-        self.cfg = cfg
-        self.classifier = RouteClassifier.load(path)
-        set_threshold = getattr(cfg, "threshold", None)
-        self.threshold = set_threshold if set_threshold is not None else self.classifier.threshold
-        self.cheap = CascadePolicy(name, cfg, router)
-        self.strong = FixedPolicy(name, cfg.model_copy(update={"targets": cfg.targets[-1:]}),
-                                  router)
-
-    async def run(self, req: Any) -> Any:
-        from router.routing import Attempt
-
-        p = self.classifier.predict(features_from_messages(req.messages))
-        go_cheap = p >= self.threshold
-        outcome = await (self.cheap if go_cheap else self.strong).run(req)
-        why = (f"P(cheap succeeds)={p:.3f} {'≥' if go_cheap else '<'} threshold "
-               f"{self.threshold:.3f}: " + ("cascade from the cheapest target" if go_cheap
-                                            else f"straight to {self.cfg.targets[-1]}"))
-        outcome.trace.insert(0, Attempt("learned", "ok", why))
-        return outcome

@@ -1,8 +1,12 @@
 """Specialist registry: build specialists from config blocks, by import string or entry point.
 
 A config block names a class either as ``package.module:Class`` or as the name of an entry
-point in the ``complement.specialists`` group; its ``options`` become keyword arguments.
-Swapping a specialist is a YAML edit, never a code change.
+point in the ``complement.specialists`` group; its ``options`` are validated against the
+class's ``Options`` model and become keyword arguments. Swapping a specialist is a YAML
+edit, never a code change.
+
+Every path that needs a specialist takes it from here: the HTTP endpoints through the
+``uses(kind)`` dependency, the edit pipeline and the CLI through ``Registry.by_kind``.
 """
 
 from __future__ import annotations
@@ -10,17 +14,18 @@ from __future__ import annotations
 import importlib
 import logging
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from fastapi import Request
 
 from router.errors import ConfigError, Unavailable
-from specialists.base import Specialist
+from specialists.base import OptionsError, Specialist, validate_options
 
 if TYPE_CHECKING:
-    from fastapi import Request
-
     from router.config import SpecialistConfig
 
-__all__ = ["Registry", "load_class", "specialist_for"]
+__all__ = ["Registry", "check_block", "load_class", "specialist_for", "specialist_from_config",
+           "uses"]
 
 ENTRY_POINT_GROUP = "complement.specialists"
 log = logging.getLogger(__name__)
@@ -47,6 +52,50 @@ def load_class(ref: str, *, where: str = "class") -> type[Specialist]:
     return obj
 
 
+def check_block(name: str, block: "SpecialistConfig") -> tuple[type[Specialist], dict[str, Any]]:
+    """The class a config block names and its validated options; ``ConfigError`` naming the
+    key path (``specialists.NAME.options.FIELD``) of anything wrong."""
+    klass = load_class(block.class_, where=f"specialists.{name}.class")
+    try:
+        options = validate_options(klass, block.options, where=f"specialists.{name}.options")
+    except OptionsError as exc:
+        raise ConfigError(exc.message) from None
+    return klass, options
+
+
+def build(name: str, klass: type[Specialist], options: Mapping[str, Any]) -> Specialist:
+    """Construct one specialist; a constructor's own refusal is a ``ConfigError`` too."""
+    try:
+        return klass(**options)
+    except OptionsError as exc:
+        raise ConfigError(f"specialists.{name}.options: {exc.message}") from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"specialists.{name}.options: {exc}") from exc
+
+
+def specialist_from_config(blocks: dict[str, "SpecialistConfig"], kind: str,
+                           setup: bool = True, **overrides: Any) -> Specialist:
+    """Build the first enabled specialist of ``kind`` the config declares, with
+    ``overrides`` laid over its options (the CLI's flags), validated like the rest."""
+    for name, block in blocks.items():
+        if not block.enabled:
+            continue
+        klass = load_class(block.class_, where=f"specialists.{name}.class")
+        if klass.kind != kind:
+            continue
+        merged = {**block.options, **{k: v for k, v in overrides.items() if v is not None}}
+        try:
+            options = validate_options(klass, merged, where=f"specialists.{name}.options")
+        except OptionsError as exc:
+            raise ConfigError(exc.message) from None
+        spec = build(name, klass, options)
+        if setup:
+            spec.setup()
+        return spec
+    raise ConfigError(f"no specialist of kind {kind!r} is configured; add one under "
+                      "'specialists:' in the config (see configs/default.yaml)")
+
+
 class Registry:
     """The specialists one server runs, by config name."""
 
@@ -60,11 +109,8 @@ class Registry:
         for name, block in blocks.items():
             if not block.enabled:
                 continue
-            klass = load_class(block.class_, where=f"specialists.{name}.class")
-            try:
-                built[name] = klass(**block.options)
-            except TypeError as exc:
-                raise ConfigError(f"specialists.{name}.options: {exc}") from exc
+            klass, options = check_block(name, block)
+            built[name] = build(name, klass, options)
         return cls(built)
 
     def setup_all(self) -> None:
@@ -100,7 +146,34 @@ class Registry:
         return name in self._by_name
 
 
-def specialist_for(request: "Request", kind: str) -> Specialist:
+    def find(self, kind: str) -> Specialist | None:
+        """The specialist of ``kind`` if one is configured and loaded, else ``None``."""
+        try:
+            return self.by_kind(kind)
+        except Unavailable:
+            return None
+
+
+def specialist_for(request: Request, kind: str) -> Specialist:
     """For endpoint code: the running server's specialist of ``kind`` (503 if none)."""
-    registry: Registry = request.app.state.registry
+    registry: Registry | None = getattr(request.app.state, "registry", None)
+    if registry is None:
+        raise Unavailable("the server is still starting: its specialists are not loaded yet")
     return registry.by_kind(kind)
+
+
+def uses(kind: str) -> Callable[[Request], Specialist]:
+    """A FastAPI dependency giving the endpoint the registry's specialist of ``kind``;
+    tests override it with ``app.dependency_overrides``."""
+    return _DEPENDENCIES.setdefault(kind, _dependency(kind))
+
+
+def _dependency(kind: str) -> Callable[[Request], Specialist]:
+    def specialist(request: Request) -> Specialist:
+        return specialist_for(request, kind)
+
+    specialist.__name__ = f"uses_{kind}"
+    return specialist
+
+
+_DEPENDENCIES: dict[str, Callable[[Request], Specialist]] = {}

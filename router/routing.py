@@ -20,16 +20,25 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from router.errors import BudgetExceeded, ComplementError, FrontierError
+from router.errors import (
+    BudgetExceeded,
+    ComplementError,
+    ConfigError,
+    FrontierError,
+    from_specialist,
+)
 from router.frontier import StreamHandle, classify, not_configured, translate
+from router.learned import RouteClassifier, features_from_messages
 from router.verifiers import build_verifier
+from specialists.base import SpecialistError
 
 if TYPE_CHECKING:
     from router.config import RouteConfig
     from router.frontier import FrontierClient
     from router.registry import Registry
 
-__all__ = ["POLICIES", "Attempt", "CascadePolicy", "FixedPolicy", "RouteOutcome", "Router"]
+__all__ = ["POLICIES", "Attempt", "CascadePolicy", "FixedPolicy", "LearnedPolicy",
+           "RouteOutcome", "Router"]
 
 DEFAULT_OUTPUT_TOKENS = 512
 """Output tokens assumed for a budget check when the request sets no max_tokens."""
@@ -213,9 +222,10 @@ class _Policy:
         try:
             result = await run_in_threadpool(spec.answer, {"messages": req.messages,
                                                            "params": req.params})
-        except ComplementError as exc:
-            trace.append(Attempt(target, "error", exc.message, latency_ms=_ms(t0)))
-            return None, exc
+        except (ComplementError, SpecialistError) as exc:
+            error = from_specialist(exc) if isinstance(exc, SpecialistError) else exc
+            trace.append(Attempt(target, "error", error.message, latency_ms=_ms(t0)))
+            return None, error
         if result.abstained:
             trace.append(Attempt(target, "abstained", result.reason, latency_ms=_ms(t0)))
             return None, None
@@ -258,7 +268,38 @@ class CascadePolicy(_Policy):
 
 POLICIES: dict[str, type[_Policy]] = {"fixed": FixedPolicy, "cascade": CascadePolicy}
 
-from router.learned import LearnedPolicy  # noqa: E402 (imports nothing of ours at load)
+
+class LearnedPolicy:
+    """The ``learned`` policy: the interface of ``_Policy`` (``run(req)``), over a
+    classifier from ``router.learned``.
+
+    P(cheap target succeeds) ≥ threshold → the targets as a cascade; else the last target.
+    """
+
+    def __init__(self, name: str, cfg: "RouteConfig", router: Any) -> None:
+        path = getattr(cfg, "classifier", None)
+        if not path:
+            raise ConfigError(f"routes.{name}: a learned route needs 'classifier' (a file "
+                              "written by `complement router train`)")
+        self.name = name
+        self.cfg = cfg
+        self.classifier = RouteClassifier.load(path)
+        set_threshold = getattr(cfg, "threshold", None)
+        self.threshold = set_threshold if set_threshold is not None else self.classifier.threshold
+        self.cheap = CascadePolicy(name, cfg, router)
+        self.strong = FixedPolicy(name, cfg.model_copy(update={"targets": cfg.targets[-1:]}),
+                                  router)
+
+    async def run(self, req: Any) -> Any:
+        p = self.classifier.predict(features_from_messages(req.messages))
+        go_cheap = p >= self.threshold
+        outcome = await (self.cheap if go_cheap else self.strong).run(req)
+        why = (f"P(cheap succeeds)={p:.3f} {'≥' if go_cheap else '<'} threshold "
+               f"{self.threshold:.3f}: " + ("cascade from the cheapest target" if go_cheap
+                                            else f"straight to {self.cfg.targets[-1]}"))
+        outcome.trace.insert(0, Attempt("learned", "ok", why))
+        return outcome
+
 
 POLICIES["learned"] = LearnedPolicy  # type: ignore[assignment]  # duck-types _Policy
 

@@ -1,25 +1,125 @@
-"""The small contract every specialist follows.
+"""The small contract every specialist follows, and the error types it may raise.
 
-A specialist is a class named in config by import string (``specialists.apply:Applier``)
-or by an entry point in the ``complement.specialists`` group. The registry builds it from
-its config block (``options`` become constructor keyword arguments), calls ``setup()`` once
-at start-up (load models there, not in ``__init__``), then ``answer()`` per request.
+A specialist is a class named in config by import string (``specialists.apply:ApplySpecialist``)
+or by an entry point in the ``complement.specialists`` group. The registry validates its
+config block's ``options`` against the class's ``Options`` model (a typo or a wrong type
+fails at load, naming the field), builds it with those options as keyword arguments, calls
+``setup()`` once at start-up (load models there, not in ``__init__``), then ``answer()`` per
+request.
 
 Every answer carries a confidence or an explicit abstain with a reason, so the router can
 escalate instead of passing on a guess.
+
+Errors know nothing of HTTP; the router maps each type to a status in one table
+(``router.errors.SPECIALIST_STATUS``)::
+
+    SpecialistError          the request cannot be taken as it is (bad input)   → 400
+    ├── NotFoundError        what the request names does not exist             → 404
+    ├── ForbiddenError       a path outside the allowed roots, a refused action → 403
+    ├── ConflictError        it contradicts what was recorded before           → 409
+    ├── UnavailableError     not ready (still loading, failed to load)         → 503
+    └── OptionsError         a bad option in the specialist's config block     (at load)
+
+This module imports nothing of the project: ``specialists.*`` and ``retrieval`` build on it,
+and the router builds on all of them.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
-__all__ = ["Result", "Specialist", "SpecialistError"]
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+__all__ = [
+    "ConflictError",
+    "ForbiddenError",
+    "NotFoundError",
+    "OptionsError",
+    "Result",
+    "Specialist",
+    "SpecialistError",
+    "SpecialistOptions",
+    "UnavailableError",
+    "validate_options",
+]
 
 
 class SpecialistError(Exception):
-    """A request a specialist cannot take at all (bad input); maps to HTTP 400."""
+    """A request a specialist cannot take at all (bad input).
+
+    ``param`` names the request field at fault, when one is.
+    """
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+class NotFoundError(SpecialistError):
+    """What the request names (an id, a version, a directory) does not exist."""
+
+
+class ForbiddenError(SpecialistError):
+    """A path outside the allowed roots, or an action the configuration does not allow."""
+
+
+class ConflictError(SpecialistError):
+    """The request contradicts what was recorded before (a used id, a second outcome)."""
+
+
+class UnavailableError(SpecialistError):
+    """The specialist cannot answer now: still loading, or failed to load."""
+
+
+class OptionsError(SpecialistError):
+    """A config block's options do not fit the specialist (raised at load, not per request)."""
+
+
+class SpecialistOptions(BaseModel):
+    """A specialist's typed options: its YAML ``options`` block, validated at load.
+
+    Subclasses declare one field per constructor keyword; unknown keys are refused.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+class _AnyOptions(SpecialistOptions):
+    """For specialists that declare no options model: anything goes to the constructor."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def validate_options(klass: type["Specialist"], options: Mapping[str, Any],
+                     where: str = "options") -> dict[str, Any]:
+    """``options`` checked against ``klass.Options``: the keyword arguments to build it with.
+
+    Only the keys the block set are passed on (the constructor's defaults stay in charge),
+    with the types the model coerced them to. Raises ``OptionsError`` naming each bad field
+    as ``where.field``.
+    """
+    model = getattr(klass, "Options", None) or _AnyOptions
+    try:
+        parsed = model.model_validate(dict(options))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                known = ", ".join(sorted(model.model_fields)) or "none"
+                msg = f"unknown option (known: {known})"
+            value = err.get("input")
+            shown = "" if isinstance(value, (dict, list)) or err["type"] == "extra_forbidden" \
+                else f" (got {value!r})"
+            problems.append(f"{where}.{loc}: {msg}{shown}" if loc else f"{where}: {msg}")
+        raise OptionsError("; ".join(problems)) from None
+    values = parsed.model_dump(exclude_unset=True)
+    values.update(parsed.model_extra or {})
+    return values
 
 
 @dataclass
@@ -43,6 +143,8 @@ class Specialist(ABC):
     #: Registry name of the kind of work it does (``tab``, ``apply``, ``retrieval``, ``chat``).
     kind: str = "generic"
     version: str = "0"
+    #: The typed options (its YAML ``options``); ``None``: any keywords, unchecked.
+    Options: ClassVar[type[SpecialistOptions] | None] = None
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -72,10 +72,16 @@ class EvalRoute(_Strict):
         return self
 
 
+def _default_specialists() -> dict[str, Any]:
+    return {"apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}
+
+
 class EvalConfig(_Strict):
     sketch_k: int = Field(3, ge=0, le=20)
     models: dict[str, EvalModel]
     routes: dict[str, EvalRoute]
+    specialists: dict[str, Any] = Field(default_factory=_default_specialists)
+    """Specialist blocks, as in the main config: the edit routes merge with its ``apply``."""
     source: str = "<eval config>"
 
     @model_validator(mode="after")
@@ -99,7 +105,8 @@ class EvalConfig(_Strict):
             block = m.model_dump(exclude={"latency"}, exclude_none=True)
             block["requires_key"] = not m.model.startswith("replay/") and not m.api_base
             models[name] = block
-        return parse_config({"models": models}, source=self.source)
+        return parse_config({"models": models, "specialists": self.specialists},
+                            source=self.source)
 
     def latency_models(self) -> dict[str, Any]:
         from router.replay import LatencyModel

@@ -44,7 +44,7 @@ def failure_kind(rec: dict[str, Any]) -> str:
 
 
 async def _run_task(pipeline: Any, task: EditTask, strategy: str) -> Any:
-    from router.pipeline import EditRequest
+    from router.edit import EditRequest
 
     req = EditRequest(task.message, texts={task.path: task.before}, strategy=strategy,
                       replay_task=task.id)
@@ -80,7 +80,8 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
                          progress: Progress | None = None) -> dict[str, Any]:
     from router.frontier import FrontierClient
     from router.learned import RouteClassifier, features
-    from router.pipeline import EditPipeline
+    from router.edit import EditPipeline
+    from router.registry import specialist_from_config
     from router.replay import ReplayStore, ReplayTask, install
 
     tasks = load_edit_tasks(suite)
@@ -90,9 +91,10 @@ async def run_edit_suite(suite: Suite, cfg: EvalConfig, routes: list[str],
     install(store)
     main = cfg.main_config()
     frontier = FrontierClient(main.models, main.frontier, main.env_refs)
+    applier = specialist_from_config(main.specialists, "apply")
     latency = cfg.latency_models()
     pipelines = {name: EditPipeline(frontier, r.targets, route=name, latency=latency,
-                                    model_applier=_factory(r.model_applier))
+                                    applier=applier, model_applier=_factory(r.model_applier))
                  for name, r in cfg.routes.items() if r.policy != "learned"}
     classifiers = {name: RouteClassifier.load(r.classifier or "")
                    for name, r in cfg.routes.items() if r.policy == "learned" and name in routes}

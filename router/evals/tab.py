@@ -32,7 +32,7 @@ DEFAULTS = {"model": "gpt-5-mini", "ttft_s": 0.5, "tokens_per_s": 120.0,
 
 
 def _pairs(suite: Suite) -> list[Any]:
-    from specialists.tab.data import SPLIT, load_split
+    from specialists.tab import SPLIT, load_split
 
     projects = suite.projects or list(SPLIT["test"])
     out = []
@@ -44,15 +44,14 @@ def _pairs(suite: Suite) -> list[Any]:
 
 def _decider(opts: dict[str, Any]) -> tuple[Callable[[Any], Any], str]:
     """The served specialist, or (no trained policy yet) the harness's copy baseline."""
-    from specialists.tab.replay import Suggestion
-    from specialists.tab.specialist import TabSpecialist
+    from specialists.base import SpecialistError
+    from specialists.tab import Suggestion, TabSpecialist
 
     spec = TabSpecialist(checkpoint=opts["checkpoint"], use_lm=bool(opts["use_lm"]))
     try:
         spec.setup()
-    except (OSError, ValueError, RuntimeError) as exc:  # SpecialistError is a RuntimeError too
-        from specialists.tab.baselines import copy_min_match
-        from specialists.tab.features import ObserveConfig, observe
+    except (OSError, ValueError, RuntimeError, SpecialistError) as exc:
+        from specialists.tab import ObserveConfig, copy_min_match, observe
 
         decide, config = copy_min_match(8), ObserveConfig(use_lm=False)
         why = f"harness baseline copy_min_match(8), no LM: the specialist did not load ({exc})"
@@ -69,7 +68,7 @@ def _decider(opts: dict[str, Any]) -> tuple[Callable[[Any], Any], str]:
 
 
 def _specialist_route(pairs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    from specialists.tab.replay import Session
+    from specialists.tab import Session
 
     ask, served = _decider(opts)
     lat, cpu = [], 0.0
@@ -95,7 +94,7 @@ def _specialist_route(pairs: list[Any], opts: dict[str, Any]) -> tuple[dict[str,
 def _frontier_route(pairs: list[Any], opts: dict[str, Any]) -> tuple[dict[str, Any], str]:
     from router.frontier import litellm_module
     from router.replay import count_tokens
-    from specialists.tab.replay import Session, Suggestion
+    from specialists.tab import Session, Suggestion
 
     litellm = litellm_module()
     info = litellm.model_cost.get(opts["model"]) or {}

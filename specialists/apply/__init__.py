@@ -3,10 +3,15 @@
 ``apply_sketch`` is the deterministic merge (line anchors first, structure where they cannot
 decide) that abstains instead of guessing; ``make_sketch`` writes lazy sketches of a real
 edit; ``ApplySpecialist`` is the registry specialist (kind ``"apply"``) with an optional
-model-based fallback decoded by speculative edits.
+model-based fallback decoded by speculative edits. ``classify`` (what a sketch line is: code,
+marker, ``remove`` comment), ``language_for_path`` and ``has_parse_error`` are the pieces
+other parts (the edit cascade's checks) may build on; the rest is internal.
 """
 
 from specialists.apply.applier import FileEdit, apply_many, apply_sketch, combined_diff
+from specialists.apply.checks import has_parse_error
+from specialists.apply.languages import language_for_path
+from specialists.apply.markers import LineKind, MarkerInfo, classify
 from specialists.apply.result import ApplyOptions, ApplyResult
 from specialists.apply.sketch import Sketch, make_sketch
 from specialists.apply.specialist import ApplySpecialist
@@ -16,9 +21,14 @@ __all__ = [
     "ApplyResult",
     "ApplySpecialist",
     "FileEdit",
+    "LineKind",
+    "MarkerInfo",
     "Sketch",
     "apply_many",
     "apply_sketch",
+    "classify",
     "combined_diff",
+    "has_parse_error",
+    "language_for_path",
     "make_sketch",
 ]

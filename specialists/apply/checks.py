@@ -22,7 +22,7 @@ from specialists.apply.languages import definition_name
 from specialists.apply.text import indent_width
 
 __all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
-           "check_redefinitions", "parser_for"]
+           "check_redefinitions", "has_parse_error", "parser_for"]
 
 _GRAMMARS = {
     "python": ("tree_sitter_python", "language"),
@@ -40,6 +40,15 @@ _TOP_LEVEL_START = re.compile(r"[A-Za-z_@$/\"'#\[]")
 
 
 @lru_cache(maxsize=None)
+def has_parse_error(text: str, language: str | None) -> bool | None:
+    """Does tree-sitter find a syntax error in ``text``? ``None`` when the language has no
+    grammar installed (nothing can be said)."""
+    parser = parser_for(language)
+    if parser is None:
+        return None
+    return bool(parser.parse(text.encode()).root_node.has_error)
+
+
 def parser_for(language: str | None) -> Any | None:
     """A tree-sitter parser for the language, or ``None`` if no grammar is installed."""
     if language not in _GRAMMARS:

@@ -25,9 +25,11 @@ from typing import Any, Mapping
 
 from specialists.apply.applier import FileEdit, apply_sketch, combined_diff
 from specialists.apply.result import ApplyOptions, ApplyResult
-from specialists.base import Result, Specialist, SpecialistError
+from pydantic import Field
 
-__all__ = ["ApplySpecialist", "parse_files"]
+from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
+
+__all__ = ["ApplyOptionsModel", "ApplySpecialist", "parse_files"]
 
 
 def parse_files(request: Mapping[str, Any]) -> list[FileEdit]:
@@ -36,20 +38,38 @@ def parse_files(request: Mapping[str, Any]) -> list[FileEdit]:
     if files is None:
         files = [request]
     if not isinstance(files, list) or not files:
-        raise SpecialistError("'files' must be a non-empty list of {original, sketch, path?}")
+        raise SpecialistError("'files' must be a non-empty list of {original, sketch, path?}",
+                              param="files")
     edits = []
     for i, item in enumerate(files):
-        where = f"files[{i}]" if "files" in request else "request"
+        where = f"files.{i}." if "files" in request else ""
         if not isinstance(item, Mapping):
-            raise SpecialistError(f"{where} must be an object")
+            raise SpecialistError(f"files.{i} must be an object", param=f"files.{i}")
         for key in ("original", "sketch"):
             if not isinstance(item.get(key), str):
-                raise SpecialistError(f"{where}.{key} must be a string")
+                raise SpecialistError(f"{where}{key} must be a string (the "
+                                      f"{'file as it is now' if key == 'original' else 'lazy sketch'})",
+                                      param=f"{where}{key}")
         for key in ("path", "language"):
             if item.get(key) is not None and not isinstance(item.get(key), str):
-                raise SpecialistError(f"{where}.{key} must be a string")
+                raise SpecialistError(f"{where}{key} must be a string", param=f"{where}{key}")
         edits.append(FileEdit(item["original"], item["sketch"], item.get("path"), item.get("language")))
     return edits
+
+
+class ApplyOptionsModel(SpecialistOptions):
+    max_delete_share: float = Field(0.3, ge=0, le=1)
+    """Abstain when a merge deletes more than this share of the original's lines."""
+    parse_check: bool = True
+    """Abstain when the edited region stops parsing (tree-sitter)."""
+    fuzzy: bool = True
+    """Place a modified line by similarity when exactly one region fits."""
+    cross_check: bool = True
+    """Apply only when a second, global reading of the sketch gives the same file."""
+    model: str | None = None
+    """A local causal-LM directory: rewrites the file when the rules abstain."""
+    model_options: dict[str, Any] | None = None
+    """``device``, ``dtype``, ``max_new_tokens``, ``draft_len`` for ``model``."""
 
 
 class ApplySpecialist(Specialist):
@@ -57,12 +77,11 @@ class ApplySpecialist(Specialist):
 
     kind = "apply"
     version = "1"
+    Options = ApplyOptionsModel
 
     def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
                  cross_check: bool = True, model: str | None = None,
-                 model_options: Mapping[str, Any] | None = None, **options: Any) -> None:
-        if options:  # a misspelt option must fail at load, not silently do nothing
-            raise TypeError(f"unknown options: {', '.join(sorted(options))}")
+                 model_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
                          cross_check=cross_check, model=model,
                          model_options=dict(model_options or {}))

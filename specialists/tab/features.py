@@ -18,8 +18,8 @@ from typing import Any
 from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
 from specialists.tab.replay import Suggestion, TabRequest
 
-__all__ = ["Observation", "observe", "copilot_features", "COPILOT_FEATURES",
-           "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",
+__all__ = ["Observation", "observe", "to_features", "from_features", "copilot_features",
+           "COPILOT_FEATURES", "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",
            "STATE_FEATURES"]
 
 LANGS = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
@@ -281,3 +281,34 @@ def observe(req: TabRequest, lm: Any = None, config: ObserveConfig | None = None
     return Observation(static=static, hidden=hidden, actions=actions,
                        rows=np.array(rows, dtype=np.int32).reshape(len(rows), 2), candidates=cands,
                        cursor=req.cursor, dynamic=np.array(dynamic_features(req), dtype=np.float32))
+
+
+# -- observations as the event store keeps them (the online loop trains on these) --------
+# Candidates and their texts are not needed to compute a gradient (the action index names
+# the row), so only ``static``, ``hidden``, ``actions`` and ``dynamic`` are stored, rounded
+# to float32 precision.
+_ARRAYS = ("static", "hidden", "actions", "dynamic")
+
+
+def to_features(obs: Any) -> dict[str, Any]:
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for name in _ARRAYS:
+        value = getattr(obs, name)
+        out[name] = [] if value is None else np.asarray(value, dtype=np.float32).tolist()
+    out["n_actions"] = len(obs.rows)
+    return out
+
+
+def from_features(features: dict[str, Any], n_action_features: int) -> Any:
+    """An Observation whose arrays are the stored ones (no candidates: training only)."""
+    import numpy as np
+
+    n = int(features.get("n_actions", 0))
+    actions = np.asarray(features["actions"], dtype=np.float32).reshape(n, n_action_features)
+    rows = np.zeros((n, 2), dtype=np.int32)
+    return Observation(static=np.asarray(features["static"], dtype=np.float32),
+                       hidden=np.asarray(features["hidden"], dtype=np.float32),
+                       actions=actions, rows=rows, candidates=[], cursor=0,
+                       dynamic=np.asarray(features["dynamic"], dtype=np.float32))

@@ -21,10 +21,12 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Mapping
 
-from specialists.base import Result, Specialist, SpecialistError
+from pydantic import Field
+
+from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
 from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
 
-__all__ = ["TabSpecialist", "DEFAULT_CHECKPOINT"]
+__all__ = ["TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT"]
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "checkpoint"
 
@@ -49,15 +51,31 @@ def _int(value: Any) -> int:
         raise SpecialistError("'recent_edits[].offset' must be an integer") from None
 
 
+class TabOptions(SpecialistOptions):
+    checkpoint: str | None = None
+    """LM directory (default: the shipped ``specialists/tab/checkpoint``)."""
+    policy: str | None = None
+    """Policy directory (default: the checkpoint's)."""
+    use_lm: bool = True
+    threads: int = Field(1, ge=1, le=256)
+    context_tokens: int | None = Field(None, ge=1)
+    window_before: int = Field(24_000, ge=0)
+    window_after: int = Field(8_000, ge=0)
+    max_recent_edits: int = Field(8, ge=0)
+    sample: bool = False
+    """Sample actions from the policy (on-policy data for the loop) instead of its mode."""
+    log_features: bool = False
+    """Keep each decision's observation for the event store (the loop trains on it)."""
+
+
 class TabSpecialist(Specialist):
     kind = "tab"
+    Options = TabOptions
 
     def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
                  threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
-                 log_features: bool = False, **options: Any) -> None:
-        if options:  # a misspelt option must fail at load, not silently do nothing
-            raise TypeError(f"unknown options: {', '.join(sorted(options))}")
+                 log_features: bool = False) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -195,7 +213,7 @@ class TabSpecialist(Specialist):
         meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
                     prob_show=round(action.prob_show, 4), action=action.index)
         if self.log_features:
-            from router.loop.features import to_features
+            from specialists.tab.features import to_features
 
             meta["features"] = to_features(obs)
         if action.suggestion is None:

@@ -1,13 +1,10 @@
-"""The specialist, POST /v1/apply and `complement apply`."""
+"""The apply specialist as a library (its HTTP endpoint and CLI: tests/router/test_apply_surface.py)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from specialists.apply import ApplySpecialist
-from specialists.apply.cli import main as cli_main
 
 ORIGINAL = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
 SKETCH = "# ... existing code ...\ndef g():\n    return 20\n"
@@ -45,74 +42,9 @@ def test_specialist_rejects_malformed_requests(bad: dict) -> None:
         ApplySpecialist().answer(bad)
 
 
-@pytest.fixture()
-def client():
-    fastapi = pytest.importorskip("fastapi")
-    from fastapi.responses import JSONResponse
-    from fastapi.testclient import TestClient
-
-    from router.errors import ComplementError
-    from specialists.apply.api import router
-
-    app = fastapi.FastAPI()
-    app.include_router(router)
-
-    @app.exception_handler(ComplementError)
-    def _handle(_request, exc: ComplementError):  # the app's own handler does this (issue 2)
-        return JSONResponse(exc.to_openai(), status_code=exc.status_code)
-
-    return TestClient(app)
-
-
-def test_post_apply_one_file(client) -> None:
-    response = client.post("/v1/apply", json={"original": ORIGINAL, "sketch": SKETCH, "path": "m.py"})
-    assert response.status_code == 200
-    body = response.json()
-    assert body["status"] == "applied" and body["files"][0]["merged"] == MERGED
-    assert body["diff"].startswith("diff --git")
-
-
-def test_post_apply_several_files_and_abstain(client) -> None:
-    response = client.post("/v1/apply", json={"files": [
-        {"original": ORIGINAL, "sketch": SKETCH, "path": "a.py"},
-        {"original": "", "sketch": "# ...\nx\n", "path": "b.py"},
-    ]})
-    body = response.json()
-    assert response.status_code == 200 and body["status"] == "abstained"
-    assert body["files"][1]["reason"] and body["files"][0]["status"] == "applied"
-
-
-def test_post_apply_bad_request(client) -> None:
-    response = client.post("/v1/apply", json={"sketch": "x"})
-    assert response.status_code == 400
-    assert response.json()["error"]["type"] == "invalid_request_error"
-
-
-def test_cli_prints_merged_file_diff_and_exit_codes(tmp_path: Path, capsys) -> None:
-    original, sketch = tmp_path / "m.py", tmp_path / "s.py"
-    original.write_text(ORIGINAL)
-    sketch.write_text(SKETCH)
-    assert cli_main(["apply", str(original), str(sketch)]) == 0
-    assert capsys.readouterr().out == MERGED
-    assert cli_main(["apply", str(original), str(sketch), "--diff", "--path", "m.py"]) == 0
-    assert capsys.readouterr().out.startswith("diff --git a/m.py b/m.py")
-    sketch.write_text("# ...\nno_anchor_here()\n# ...\n")
-    assert cli_main(["apply", str(original), str(sketch)]) == 3
-    assert "abstained" in capsys.readouterr().err
-    assert cli_main(["apply", str(tmp_path / "missing.py"), str(sketch)]) == 2
-    sketch.write_text(SKETCH)
-    assert cli_main(["apply", str(original), str(sketch), "--write"]) == 0
-    assert original.read_text() == MERGED
-
-
-def test_cross_check_is_a_config_option_and_a_cli_flag(tmp_path: Path, capsys) -> None:
+def test_cross_check_is_a_config_option() -> None:
     assert ApplySpecialist().apply_options.cross_check is True
     spec = ApplySpecialist(cross_check=False)
     assert spec.apply_options.cross_check is False
     result = spec.answer({"original": ORIGINAL, "sketch": SKETCH, "path": "m.py"})
     assert not result.abstained and result.output["files"][0]["merged"] == MERGED
-    original, sketch = tmp_path / "m.py", tmp_path / "s.py"
-    original.write_text(ORIGINAL)
-    sketch.write_text(SKETCH)
-    assert cli_main(["apply", str(original), str(sketch), "--no-cross-check"]) == 0
-    assert capsys.readouterr().out == MERGED

@@ -17,13 +17,13 @@ import yaml
 
 from router.app import create_app
 from router.config import parse_config
-from router.errors import BadRequest, NotFound
-from router.events import ActionRecord, EventStore, sqlite_url
-from router.loop.gate import Gate
-from router.loop.runner import Server
-from router.loop.simulate import simulate
-from router.loop.trainer import train_from_events
-from router.loop.versions import PolicyStore
+from specialists.base import NotFoundError, SpecialistError
+from specialists.tab.events import ActionRecord, EventStore, sqlite_url
+from specialists.tab.loop.gate import Gate
+from specialists.tab.loop.runner import Server
+from specialists.tab.loop.simulate import simulate
+from specialists.tab.loop.trainer import train_from_events
+from specialists.tab.loop.versions import PolicyStore
 from specialists.tab.data import load_split
 from tests.conftest import free_port, running
 
@@ -61,7 +61,7 @@ def test_policy_store_is_atomic_and_immutable(tmp_path: Path, tiny_checkpoint: P
     store.publish(tiny_checkpoint, 7, {"parent": 3})  # same number: unchanged
     assert store.lineage(7)["parent"] is None
     assert store.versions() == [7] and store.deployed() is None
-    with pytest.raises(NotFound, match="known: \\[7\\]"):
+    with pytest.raises(NotFoundError, match="known: \\[7\\]"):
         store.set_deployed(8)
     store.set_deployed(7)
     assert store.deployed() == 7
@@ -108,7 +108,7 @@ def test_collect_train_gate_swap(served: tuple[str, Any, PolicyStore, int],
     log = httpx.get(f"{url}/v1/tab/versions").json()
     assert log["deployed"] == v + 1 and log["deploys"][0]["event"] == "deploy"
     # the events of v are now off-policy for v+1
-    with pytest.raises(BadRequest, match="only 0 labelled events"):
+    with pytest.raises(SpecialistError, match="only 0 labelled events"):
         train_from_events(events, store)
 
 

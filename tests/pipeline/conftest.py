@@ -35,8 +35,13 @@ AFTER = BEFORE.replace('    return "hello " + name\n',
                        '    """Say hello."""\n    return f"hello {name}"\n')
 
 
-def fake_config(fake: FakeFrontier, data_dir: Path | None = None) -> Any:
+def fake_config(fake: FakeFrontier, data_dir: Path | None = None,
+                roots: list[Path] | None = None, verify: dict[str, Any] | None = None) -> Any:
+    """The fake provider's routes, the real applier, and the repositories under ``roots``."""
     return parse_config({
+        "workspace": {"allowed_roots": [str(r) for r in roots or []],
+                      "verify": verify or {}},
+        "specialists": {"apply": {"class": "specialists.apply.specialist:ApplySpecialist"}},
         "data_dir": str(data_dir or "/nonexistent"),
         "frontier": {"retry": {"attempts": 1, "backoff_initial_s": 0.01, "backoff_max_s": 0.02}},
         "models": {

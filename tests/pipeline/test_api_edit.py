@@ -19,7 +19,7 @@ def test_edit_endpoint_returns_diff_files_and_trace(fake: FakeFrontier, tmp_path
     repo.mkdir()
     (repo / "app.py").write_text(BEFORE)
     fake.push("text:prose only, sorry", "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"))
-    with running(create_app(fake_config(fake, tmp_path / "data"))) as base:
+    with running(create_app(fake_config(fake, tmp_path / "data", [tmp_path]))) as base:
         r = httpx.post(f"{base}/v1/edit", json={
             "instruction": "add a docstring to greet", "route": "edit", "repo": str(repo),
             "files": ["app.py"], "write": True}, timeout=60)

@@ -20,7 +20,8 @@ def write_config(fake: FakeFrontier, tmp_path: Path) -> Path:
         "frontier": {"retry": {"attempts": 1}},
         "models": {"fake": {"model": "openai/fake-sonnet", "api_base": fake.url, "api_key": "k",
                             "input_cost_per_token": 3e-6, "output_cost_per_token": 1.5e-5}},
-        "routes": {"auto": {"targets": ["fake"]}}}))
+        "routes": {"auto": {"targets": ["fake"]}},
+        "specialists": {"apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}))
     return cfg
 
 

@@ -5,19 +5,23 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from router.frontier import FrontierClient
-from router.pipeline import (
+from retrieval.specialist import RetrievalSpecialist
+from router.edit import (
+    CommandCheck,
     EditPipeline,
     EditRequest,
+    ParseCheck,
     apply_search_replace,
     parse_blocks,
     parse_search_replace,
 )
+from router.frontier import FrontierClient
 from router.replay import ReplayStore, ReplayTask, install, search_replace_blocks
-from specialists.apply import make_sketch
+from specialists.apply import ApplySpecialist, make_sketch
 from tests.fakes.fake_frontier import FakeFrontier
 from tests.pipeline.conftest import AFTER, BEFORE, fenced
 
@@ -28,6 +32,20 @@ UNPLACEABLE = ("# ... existing code ...\nfrobnicate_the_widget(zz)\n    zzz = qq
 
 def run(pipeline: EditPipeline, req: EditRequest):  # type: ignore[no-untyped-def]
     return asyncio.run(pipeline.run(req))
+
+
+def pipe(client: FrontierClient, targets: list[str], **kw: Any) -> EditPipeline:
+    """A pipeline with the real applier (the registry's default) and what ``kw`` adds."""
+    return EditPipeline(client, targets, applier=ApplySpecialist(), **kw)
+
+
+def retriever(tmp_path: Path) -> Any:
+    """The real retrieval specialist on a hashing embedder (no model to load)."""
+    spec = RetrievalSpecialist(index_dir=str(tmp_path / "idx"), embedder="hash:64",
+                               index={"min_chunk_chars": 10})
+    spec.setup()
+    spec.wait_ready()
+    return spec
 
 
 def repo_with_app(tmp_path: Path) -> Path:
@@ -41,7 +59,7 @@ def test_sketch_is_applied_and_traced(client: FrontierClient, fake: FakeFrontier
                                       tmp_path: Path) -> None:
     repo = repo_with_app(tmp_path)
     fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
-    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+    result = run(pipe(client, ["fake"], retriever=retriever(tmp_path)),
                  EditRequest("add a docstring to greet", repo=str(repo), files=["app.py"]))
     assert result.status == "applied" and result.format == "sketch"
     assert result.files["app.py"] == AFTER
@@ -60,7 +78,7 @@ def test_sketch_is_applied_and_traced(client: FrontierClient, fake: FakeFrontier
 
 def test_abstain_escalates_to_search_replace(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push(fenced(UNPLACEABLE), "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"))
-    result = run(EditPipeline(client, ["fake"]),
+    result = run(pipe(client, ["fake"]),
                  EditRequest("add a docstring", texts={"app.py": BEFORE}))
     assert result.status == "applied" and result.format == "search_replace"
     assert result.files["app.py"] == AFTER
@@ -78,18 +96,18 @@ def test_a_guessed_merge_escalates_and_stays_as_the_fallback(client: FrontierCli
     after = "x = 1\n\n# new note\ny = 2\n"
     sketch = fenced("# ...\nx = 1\n\n# new note\ny = 2\n")
     fake.push(sketch, "text:" + search_replace_blocks(before, after, "app.py"))
-    result = run(EditPipeline(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
+    result = run(pipe(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
     assert result.status == "applied" and result.format == "search_replace"
     assert result.files["app.py"] == after
     guessed = next(s for s in result.trace if s.detail.get("guessed"))
     assert guessed.stage == "verify" and "blank run" in (guessed.reason or "")
     # the next step fails: the guess is the answer
     fake.push(sketch, "text:no blocks here", "text:nor here")
-    result = run(EditPipeline(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
+    result = run(pipe(client, ["fake"]), EditRequest("reword", texts={"app.py": before}))
     assert result.status == "applied" and result.format == "sketch"
     assert result.files["app.py"] == "x = 1\n\n\n# new note\ny = 2\n"
     fake.push(sketch)
-    single = run(EditPipeline(client, ["fake"]),
+    single = run(pipe(client, ["fake"]),
                  EditRequest("reword", texts={"app.py": before}, strategy="sketch"))
     assert single.format == "sketch" and len(fake.requests) == 2 + 3 + 1
 
@@ -97,7 +115,7 @@ def test_a_guessed_merge_escalates_and_stays_as_the_fallback(client: FrontierCli
 def test_prose_only_escalates_to_whole_file(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push("text:Sure! I would add a docstring.", "text:I cannot find it.",
               fenced(AFTER))
-    result = run(EditPipeline(client, ["fake"]),
+    result = run(pipe(client, ["fake"]),
                  EditRequest("add a docstring", texts={"app.py": BEFORE}))
     assert result.status == "applied" and result.format == "whole_file"
     assert result.files["app.py"] == AFTER
@@ -110,7 +128,7 @@ def test_every_step_failing_is_a_clean_result_and_writes_nothing(
         client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
     repo = repo_with_app(tmp_path)
     fake.push("text:no", "text:no", "text:no")
-    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+    result = run(pipe(client, ["fake"], retriever=retriever(tmp_path)),
                  EditRequest("x", repo=str(repo), files=["app.py"], write=True))
     assert result.status == "failed" and result.diff == "" and result.files == {}
     assert "every step of the chain failed" in (result.reason or "")
@@ -123,7 +141,7 @@ def test_write_is_atomic_and_creates_a_new_file(client: FrontierClient, fake: Fa
     repo = repo_with_app(tmp_path)
     new = 'def helper():\n    return 1\n'
     fake.push(fenced(new, "pkg/helpers.py"))
-    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
+    result = run(pipe(client, ["fake"], retriever=retriever(tmp_path)),
                  EditRequest("add a helper module", repo=str(repo), files=["pkg/helpers.py"],
                              write=True))
     assert result.status == "applied", result.reason
@@ -139,9 +157,9 @@ def test_hanging_verification_times_out_and_escalates(client: FrontierClient,
     sketch = fenced(make_sketch(BEFORE, AFTER, "python", k=1).text)
     fake.push(sketch, "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"), fenced(AFTER))
     started = time.monotonic()
-    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
-                 EditRequest("doc", repo=str(repo), files=["app.py"], write=True,
-                             verify_command="sleep 30", verify_timeout_s=0.3))
+    result = run(pipe(client, ["fake"], retriever=retriever(tmp_path),
+                      verifiers=[ParseCheck(), CommandCheck(["sleep", "30"], 0.3)]),
+                 EditRequest("doc", repo=str(repo), files=["app.py"], write=True))
     assert time.monotonic() - started < 10
     verifies = [s for s in result.trace if s.stage == "verify"]
     assert len(verifies) == 3 and all("timed out" in (s.reason or "") for s in verifies)
@@ -153,9 +171,9 @@ def test_verification_command_sees_the_merged_file(client: FrontierClient, fake:
                                                    tmp_path: Path) -> None:
     repo = repo_with_app(tmp_path)
     fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
-    result = run(EditPipeline(client, ["fake"], index_base=tmp_path / "idx"),
-                 EditRequest("doc", repo=str(repo), files=["app.py"],
-                             verify_command="grep -q 'Say hello' app.py"))
+    result = run(pipe(client, ["fake"], retriever=retriever(tmp_path),
+                      verifiers=[ParseCheck(), CommandCheck(["grep", "-q", "Say hello", "app.py"])]),
+                 EditRequest("doc", repo=str(repo), files=["app.py"]))
     assert result.status == "applied"
     assert next(s for s in result.trace if s.stage == "verify").outcome == "ok"
 
@@ -163,7 +181,7 @@ def test_verification_command_sees_the_merged_file(client: FrontierClient, fake:
 def test_parse_regression_fails_verification(client: FrontierClient, fake: FakeFrontier) -> None:
     broken = AFTER.replace("def add(a, b):", "def add(a, b:")
     fake.push(fenced(broken), "text:no", fenced(AFTER))
-    result = run(EditPipeline(client, ["fake"]),
+    result = run(pipe(client, ["fake"]),
                  EditRequest("doc", texts={"app.py": BEFORE}, strategy="whole_file"))
     assert result.status == "failed"
     assert "does not parse" in (result.trace[-1].reason or "")
@@ -175,7 +193,7 @@ def test_missing_key_falls_back_to_next_target(fake: FakeFrontier) -> None:
     cfg = fake_config(fake)
     client = FrontierClient(cfg.models, cfg.frontier, cfg.env_refs)
     fake.push(fenced(AFTER))
-    result = run(EditPipeline(client, ["keyless", "fake"]),
+    result = run(pipe(client, ["keyless", "fake"]),
                  EditRequest("doc", texts={"app.py": BEFORE}, strategy="whole_file"))
     assert result.status == "applied" and result.model == "fake"
     assert result.trace[0].outcome == "skipped" and "OPENAI_API_KEY" in (result.trace[0].reason or "")
@@ -183,7 +201,7 @@ def test_missing_key_falls_back_to_next_target(fake: FakeFrontier) -> None:
 
 def test_provider_error_is_a_trace_entry(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push("401")
-    result = run(EditPipeline(client, ["fake"]),
+    result = run(pipe(client, ["fake"]),
                  EditRequest("doc", texts={"app.py": BEFORE}, strategy="sketch"))
     assert result.status == "failed"
     assert result.trace[0].outcome == "error" and "key" in (result.trace[0].reason or "")
@@ -193,7 +211,7 @@ def test_replay_frontier_answers_each_format(client: FrontierClient) -> None:
     store = ReplayStore()
     store.add(ReplayTask("t1", "app.py", BEFORE, AFTER, "python"))
     install(store)
-    pipeline = EditPipeline(client, ["replay"])
+    pipeline = pipe(client, ["replay"])
     out = {}
     for strategy in ("sketch", "search_replace", "whole_file", "cascade"):
         result = run(pipeline, EditRequest("add a docstring", texts={"app.py": BEFORE},
@@ -208,7 +226,7 @@ def test_replay_frontier_answers_each_format(client: FrontierClient) -> None:
 
 def test_replay_without_a_task_answers_prose(client: FrontierClient) -> None:
     install(ReplayStore())
-    result = run(EditPipeline(client, ["replay"]),
+    result = run(pipe(client, ["replay"]),
                  EditRequest("x", texts={"app.py": BEFORE}, replay_task="missing"))
     assert result.status == "failed"
     assert all(s.outcome != "ok" for s in result.trace if s.stage == "apply")
@@ -216,13 +234,10 @@ def test_replay_without_a_task_answers_prose(client: FrontierClient) -> None:
 
 def test_unindexed_repo_is_indexed_and_retrieval_picks_the_file(
         client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
-    from retrieval import IndexConfig
-
     repo = repo_with_app(tmp_path)
     (repo / "other.py").write_text("def unrelated_parser(tokens):\n    return list(tokens)\n")
     fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
-    pipeline = EditPipeline(client, ["fake"], index_base=tmp_path / "idx",
-                            index_config=IndexConfig(embedder="hash:64", min_chunk_chars=10))
+    pipeline = pipe(client, ["fake"], retriever=retriever(tmp_path))
     result = run(pipeline, EditRequest("greet with a docstring: say hello", repo=str(repo)))
     retrieve = result.trace[0]
     assert retrieve.stage == "retrieve" and "was not indexed" in (retrieve.reason or "")
@@ -233,7 +248,7 @@ def test_unindexed_repo_is_indexed_and_retrieval_picks_the_file(
 def test_unindexed_repo_without_auto_index_says_how(client: FrontierClient, fake: FakeFrontier,
                                                      tmp_path: Path) -> None:
     repo = repo_with_app(tmp_path)
-    pipeline = EditPipeline(client, ["fake"], index_base=tmp_path / "idx", auto_index=False)
+    pipeline = pipe(client, ["fake"], retriever=retriever(tmp_path), auto_index=False)
     result = run(pipeline, EditRequest("doc", repo=str(repo)))
     assert result.status == "failed"
     assert "complement index" in (result.trace[0].reason or "")
@@ -261,7 +276,8 @@ def test_fences_with_backticks_inside_round_trip() -> None:
 
 
 def test_merge_checks_catch_invented_lines_and_unshown_deletions() -> None:
-    from router.pipeline import _invented_lines, _unexplained_deletion
+    from router.edit.verify import invented_lines as _invented_lines
+    from router.edit.verify import unexplained_deletion as _unexplained_deletion
 
     sketch = "def add(a, b):\n    return a - b\n# ... existing code ...\n"
     good = BEFORE.replace("return a + b", "return a - b")
@@ -287,7 +303,7 @@ def test_model_applier_runs_after_an_abstain_before_search_replace(
         return ApplyResult("applied", merged=AFTER, path=path)
 
     fake.push(fenced(UNPLACEABLE))
-    pipeline = EditPipeline(client, ["fake"], model_applier=model_applier)
+    pipeline = pipe(client, ["fake"], model_applier=model_applier)
     assert pipeline.chain("cascade") == ["sketch", "model_apply", "search_replace", "whole_file"]
     result = run(pipeline, EditRequest("doc", texts={"app.py": BEFORE}))
     assert result.status == "applied" and result.format == "model_apply"

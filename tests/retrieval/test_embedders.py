@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrieval.embedders import StaticEmbedder, default_model_path, load_embedder, save_static
+from retrieval.embedders import StaticEmbedder, default_model_path, save_static
+from retrieval.loading import load_embedder
 
 
 @pytest.fixture
@@ -27,10 +28,10 @@ def test_static_embedder_encodes_unit_vectors(tiny_static: Path) -> None:
     assert np.allclose(emb.encode_query("hello world"), vecs[2])
 
 
-def test_unknown_spec_is_a_config_error(tmp_path: Path) -> None:
-    from router.errors import ConfigError
+def test_unknown_spec_is_an_options_error(tmp_path: Path) -> None:
+    from specialists.base import OptionsError
 
-    with pytest.raises(ConfigError):
+    with pytest.raises(OptionsError, match="not 'static'"):
         load_embedder(str(tmp_path / "nope"))
 
 

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from router.errors import ComplementError, Forbidden, NotFound
-from router.registry import Registry
 from retrieval.specialist import RetrievalSpecialist
+from router.errors import install_handlers
+from router.registry import Registry
+from specialists.base import ForbiddenError, NotFoundError, UnavailableError
 
 
 @pytest.fixture
@@ -27,15 +27,11 @@ def spec(tmp_path: Path, repo: Path) -> RetrievalSpecialist:
 
 @pytest.fixture
 def client(spec: RetrievalSpecialist) -> TestClient:
-    from retrieval.api import router
+    from router.api.retrieval import router
 
     app = FastAPI()
     app.state.registry = Registry({"retrieval": spec})
-
-    @app.exception_handler(ComplementError)
-    async def _err(request: Request, exc: ComplementError) -> JSONResponse:
-        return JSONResponse(exc.to_openai(), status_code=exc.status_code)
-
+    install_handlers(app)
     app.include_router(router)
     return TestClient(app)
 
@@ -46,9 +42,9 @@ def test_path_escapes_are_refused(spec: RetrievalSpecialist, repo: Path, tmp_pat
     (repo / "escape").symlink_to(outside)
     for bad in ["../elsewhere", str(outside), str(repo / ".." / "elsewhere"), "repo/../..",
                 str(repo / "escape"), "/etc"]:
-        with pytest.raises(Forbidden):
+        with pytest.raises(ForbiddenError):
             spec.check_path(bad)
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFoundError):
         spec.check_path("repo/missing")
     assert spec.check_path("repo") == repo.resolve()
     assert spec.check_path(str(repo)) == repo.resolve()
@@ -56,26 +52,29 @@ def test_path_escapes_are_refused(spec: RetrievalSpecialist, repo: Path, tmp_pat
 
 def test_no_allowed_root_means_no_indexing(tmp_path: Path, repo: Path) -> None:
     s = RetrievalSpecialist(index_dir=str(tmp_path / "ix"), embedder="hash:64")
-    with pytest.raises(Forbidden, match="allowed_root"):
+    with pytest.raises(ForbiddenError, match="allowed_root"):
         s.index_repo(str(repo))
 
 
 def test_requests_wait_for_the_embedder(tmp_path: Path, repo: Path) -> None:
-    from router.errors import Unavailable
 
     s = RetrievalSpecialist(allowed_root=str(repo.parent), index_dir=str(tmp_path / "ix"),
                             embedder=str(tmp_path / "no-such-model"))
     s.setup()
     s._loader.join(timeout=60)
-    assert not s.health()["ok"] and "ConfigError" in s.health()["error"]
-    with pytest.raises(Unavailable, match="failed to load"):
+    assert not s.health()["ok"] and "OptionsError" in s.health()["error"]
+    with pytest.raises(UnavailableError, match="failed to load"):
         s.index_repo(str(repo))
 
 
 def test_unknown_option_fails_at_construction() -> None:
+    from specialists.base import OptionsError, validate_options
+
     with pytest.raises(TypeError):
-        RetrievalSpecialist(embeder="static")
-    with pytest.raises(TypeError):
+        RetrievalSpecialist(embeder="static")  # type: ignore[call-arg]
+    with pytest.raises(OptionsError, match="embeder: unknown option"):
+        validate_options(RetrievalSpecialist, {"embeder": "static"})
+    with pytest.raises(OptionsError, match="max_chunk_char"):
         RetrievalSpecialist(index={"max_chunk_char": 3})
 
 
@@ -118,7 +117,7 @@ def test_specialist_answer_abstains_without_hits(spec: RetrievalSpecialist, repo
 
 
 def test_cli_index_and_search(tmp_path: Path, repo: Path, capsys) -> None:
-    from retrieval.cli import main
+    from router.commands.retrieval import main
 
     common = ["--index-dir", str(tmp_path / "ix"), "--embedder", "hash:64"]
     assert main(["index", str(repo), "--quiet", *common]) == 0
@@ -133,7 +132,7 @@ def test_cli_index_and_search(tmp_path: Path, repo: Path, capsys) -> None:
 def test_registered_in_the_complement_cli() -> None:
     import argparse
 
-    from retrieval.cli import register
+    from router.commands.retrieval import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -144,7 +143,6 @@ def test_registered_in_the_complement_cli() -> None:
 def test_server_is_ready_while_the_embedder_loads(tmp_path: Path, repo: Path) -> None:
     import threading
 
-    from router.errors import Unavailable
 
     s = RetrievalSpecialist(allowed_root=str(repo.parent), index_dir=str(tmp_path / "ix"),
                             embedder="hash:64")
@@ -153,7 +151,7 @@ def test_server_is_ready_while_the_embedder_loads(tmp_path: Path, repo: Path) ->
     s._loader.start()
     health = s.health()
     assert health["ok"] and health["loading"]
-    with pytest.raises(Unavailable, match="still loading"):
+    with pytest.raises(UnavailableError, match="still loading"):
         s.index_repo(str(repo))
     gate.set()
     s._loader.join()

@@ -15,8 +15,8 @@ from typing import Iterator
 import httpx
 import pytest
 
-from router.errors import BadRequest, Conflict, NotFound
-from router.events import MIGRATIONS, ActionRecord, EventStore, Feedback, sqlite_url
+from specialists.base import ConflictError, NotFoundError, SpecialistError
+from specialists.tab.events import MIGRATIONS, ActionRecord, EventStore, Feedback, sqlite_url
 
 PG_URL = os.environ.get("COMPLEMENT_TEST_PG_URL", "")
 REPO = Path(__file__).resolve().parents[2]
@@ -85,14 +85,14 @@ def test_feedback_is_idempotent_and_conflicts_are_refused(store: EventStore) -> 
     assert store.record_feedback(Feedback("r", "accepted")) is True
     assert store.record_feedback(Feedback("r", "accepted")) is False
     assert store.counts()["outcomes"] == 1
-    with pytest.raises(Conflict, match="already has outcome 'accepted'"):
+    with pytest.raises(ConflictError, match="already has outcome 'accepted'"):
         store.record_feedback(Feedback("r", "rejected"))
-    with pytest.raises(NotFound, match="no tab request"):
+    with pytest.raises(NotFoundError, match="no tab request"):
         store.record_feedback(Feedback("ghost", "accepted"))
     store.record_action(act("silent", shown=False))
-    with pytest.raises(Conflict, match="showed no suggestion"):
+    with pytest.raises(ConflictError, match="showed no suggestion"):
         store.record_feedback(Feedback("silent", "accepted"))
-    with pytest.raises(BadRequest):
+    with pytest.raises(SpecialistError):
         store.record_feedback(Feedback("r", "maybe"))  # type: ignore[arg-type]
 
 
@@ -108,14 +108,14 @@ def test_partial_and_clamped_chars(store: EventStore) -> None:
 def test_late_feedback_counts_as_rejected(store: EventStore) -> None:
     store.record_action(ActionRecord("late", "v1", "show", -1.0, True, suggestion="x",
                                      created_at=time.time() - 60))
-    with pytest.raises(Conflict, match="after its 5s window"):
+    with pytest.raises(ConflictError, match="after its 5s window"):
         store.record_feedback(Feedback("late", "accepted"))
     assert store.labelled("v1")[0].outcome == "expired"
     store.record_action(ActionRecord("stale", "v1", "show", -1.0, True, suggestion="y",
                                      created_at=time.time() - 60))
     assert store.expire_stale() == 1
     assert store.pending() == 0
-    with pytest.raises(Conflict):
+    with pytest.raises(ConflictError):
         store.record_feedback(Feedback("stale", "accepted"))
 
 
@@ -150,7 +150,7 @@ def test_concurrent_writers_lose_nothing(store: EventStore) -> None:
 
 WRITER = """
 import sys
-from router.events import ActionRecord, EventStore
+from specialists.tab.events import ActionRecord, EventStore
 store = EventStore(sys.argv[1])
 for i in range(100000):
     store.record_action(ActionRecord(f"k{i}", "v1", "show", -0.1, True, suggestion="s"))
@@ -226,5 +226,5 @@ def test_version_stats_and_deploy_log(store: EventStore) -> None:
     store.record_deploy("v2", "turn", turnaround_s=12.5)
     log = store.deploy_log()
     assert [e["event"] for e in log] == ["turn", "deploy"] and log[0]["turnaround_s"] == 12.5
-    with pytest.raises(Conflict, match="already used"):
+    with pytest.raises(ConflictError, match="already used"):
         store.record_action(act("a", "v1"))

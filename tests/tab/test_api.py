@@ -21,7 +21,7 @@ def spec(tiny_checkpoint):
 
 @pytest.fixture(scope="module")
 def client(spec):
-    from specialists.tab.api import create_app
+    from router.api.tab import create_app
 
     return TestClient(create_app(spec))
 
@@ -59,9 +59,10 @@ def test_bad_input_is_4xx(client, payload) -> None:
     json.dumps({"file": "x", "cursor": 0, "last_outcome": "maybe"}),
     json.dumps({"file": "x", "cursor": 0, "seconds_since_last": -4}),
 ])
-def test_malformed_body_is_422(client, body) -> None:
+def test_malformed_body_is_400(client, body) -> None:
     r = client.post("/v1/tab", content=body, headers={"content-type": "application/json"})
-    assert r.status_code == 422
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
 
 
 @pytest.mark.parametrize("file,cursor,reason", [

@@ -50,7 +50,7 @@ def test_from_git_pairs(tmp_path) -> None:
 
 
 def test_cli_writes_same_format(tmp_path) -> None:
-    from specialists.tab.cli import main
+    from router.commands.tab import main
 
     out = tmp_path / "proj.jsonl.gz"
     assert main(["data", "from-git", str(_repo(tmp_path)), "--out", str(out)]) == 0
@@ -60,7 +60,7 @@ def test_cli_writes_same_format(tmp_path) -> None:
 
 
 def test_cli_not_a_repository(tmp_path, capsys) -> None:
-    from specialists.tab.cli import main
+    from router.commands.tab import main
 
     assert main(["data", "from-git", str(tmp_path), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "from-git" in capsys.readouterr().err

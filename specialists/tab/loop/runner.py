@@ -21,8 +21,8 @@ from typing import Any
 
 import yaml
 
-from router.events import EventStore
-from router.loop.versions import PolicyStore
+from specialists.tab.events import EventStore
+from specialists.tab.loop.versions import PolicyStore
 
 __all__ = ["LoopArgs", "run_loop", "status"]
 
@@ -82,9 +82,9 @@ def _free_port() -> int:
 
 
 def _server_config(args: LoopArgs, state: Path, store: PolicyStore, port: int) -> Path:
-    from router.config import default_config_path
-
-    base = yaml.safe_load(Path(args.config or default_config_path()).read_text()) or {}
+    # the CLI fills ``config`` with the default config's path; a bare LoopArgs serves the
+    # Tab block alone with every other setting at its default
+    base = (yaml.safe_load(Path(args.config).read_text()) or {}) if args.config else {}
     spec = (base.get("specialists") or {}).get("tab") or {"class": "specialists.tab:TabSpecialist"}
     options = dict(spec.get("options") or {})
     deployed = store.deployed()
@@ -116,7 +116,7 @@ class Server:
     def start(self, timeout: float = 180) -> "Server":
         import httpx
 
-        repo = Path(__file__).resolve().parents[2]
+        repo = Path(__file__).resolve().parents[3]
         env = {**os.environ, "PYTHONPATH": str(repo)}
         with open(self.log, "ab") as fh:
             self.proc = subprocess.Popen(
@@ -170,9 +170,9 @@ def _turn_pairs(pool: list[Any], turn: int, seed: int, k: int) -> list[Any]:
 
 
 def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
-    from router.loop.gate import Gate
-    from router.loop.simulate import simulate
-    from router.loop.trainer import train_from_events
+    from specialists.tab.loop.gate import Gate
+    from specialists.tab.loop.simulate import simulate
+    from specialists.tab.loop.trainer import train_from_events
     from specialists.tab.data import load_split
     from specialists.tab.lm import TabLM
     from specialists.tab.specialist import DEFAULT_CHECKPOINT
@@ -183,7 +183,7 @@ def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
     store = PolicyStore(state / "tab")
     checkpoint = Path(args.checkpoint) if args.checkpoint else DEFAULT_CHECKPOINT
     _bootstrap(store, checkpoint)
-    from router.events import sqlite_url
+    from specialists.tab.events import sqlite_url
 
     events = EventStore(sqlite_url(state), feedback_timeout_s=args.feedback_timeout_s)
     collect_pool = load_split(args.data, args.collect_split)

@@ -1,12 +1,12 @@
-"""``POST /v1/tab``: a suggestion (range + text) or an explicit nothing.
+"""``POST /v1/tab``: a suggestion (range + text) or an explicit nothing; and the online
+loop's ``POST /v1/tab/deploy`` (hot swap) and ``GET /v1/tab/versions`` (its record).
 
-The router module is mounted by the main app (``app.include_router(tab_router)``); the
-running server's specialist of kind ``tab`` answers (``router.registry.specialist_for``).
-:func:`create_app` builds a standalone app around one specialist, for tests and for
-serving Tab alone.
+The running server's specialist of kind ``tab`` answers, from the registry through the
+``uses("tab")`` dependency. :func:`create_app` builds a standalone app around one
+specialist, for tests and for serving Tab alone.
 
 Every answer carries the request id, the policy version and the latency. Bad input is a
-4xx (422 for a malformed body, 400 for a cursor outside the file) or an explicit
+4xx (400 for a malformed body or a cursor outside the file) or an explicit
 ``suggestion: null`` with a ``reason`` (empty, binary or non-UTF-8 content, a request
 made stale by a newer one from the same ``session``); never a 500.
 """
@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any, Literal, Union
 
-from fastapi import APIRouter, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
-from router.errors import BadRequest
-from specialists.base import SpecialistError
+from router.registry import uses
+from specialists.base import Specialist
 
-__all__ = ["router", "TabBody", "TabEdit", "create_app"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "create_app"]
 
 router = APIRouter(tags=["tab"])
 
@@ -49,23 +50,14 @@ class TabBody(BaseModel):
     seq: int | None = None
 
 
-def _specialist(request: Request) -> Any:
-    from router.registry import specialist_for
-
-    return specialist_for(request, "tab")
-
-
 @router.post("/v1/tab")
-def tab(body: TabBody, request: Request) -> dict[str, Any]:
+def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
+        ) -> dict[str, Any]:
     """Answer one keystroke's request. Synchronous: FastAPI runs it in its thread pool, so a
     slow request never blocks the event loop, and the model lock serialises the CPU work."""
-    spec = _specialist(request)
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
-    try:
-        result = spec.answer(payload)
-    except SpecialistError as exc:
-        raise BadRequest(str(exc), param=None) from exc
+    result = spec.answer(payload)
     meta = result.meta
     _log_action(request, result)
     return {
@@ -87,7 +79,7 @@ def _log_action(request: Request, result: Any) -> None:
     meta = result.meta
     if store is None or "features" not in meta or meta.get("cancelled"):
         return
-    from router.events import ActionRecord
+    from specialists.tab.events import ActionRecord
 
     shown = result.output is not None
     store.record_action(ActionRecord(
@@ -99,20 +91,62 @@ def _log_action(request: Request, result: Any) -> None:
     meta.pop("features")
 
 
+class DeployBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=0)
+    event: str = Field("deploy", pattern="^(deploy|rollback)$")
+
+
+def _policy_store(request: Request) -> Any:
+    from specialists.tab.loop.versions import PolicyStore
+
+    return PolicyStore(request.app.state.config.data_path() / "tab")
+
+
+@router.post("/v1/tab/deploy")
+async def deploy(body: DeployBody, request: Request,
+                 spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
+    """Hot-swap a policy version. It is loaded completely, then swapped in under the Tab
+    specialist's model lock: requests in flight finish on the old version, none sees a
+    half-loaded one, and nothing restarts. Every deploy is logged in the event store."""
+    from specialists.tab.policy import TabPolicy
+
+    store = _policy_store(request)
+    store.lineage(body.version)  # 404 naming the known versions if it does not exist
+    swap = getattr(spec, "swap", None)
+    if swap is None:
+        from router.errors import Conflict
+
+        raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
+                       "hot-swap a policy")
+    policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
+    previous = await run_in_threadpool(swap, policy)
+    store.set_deployed(body.version)
+    events = getattr(request.app.state, "events", None)
+    if events is not None:
+        await run_in_threadpool(events.record_deploy, str(body.version), body.event,
+                                previous=previous)
+    return {"deployed": body.version, "previous": previous, "event": body.event}
+
+
+@router.get("/v1/tab/versions")
+async def versions(request: Request) -> dict[str, Any]:
+    """Every policy version with its lineage, the deployed one, and the last deploys."""
+    store = _policy_store(request)
+    events = getattr(request.app.state, "events", None)
+    return {"deployed": store.deployed(), "versions": store.versions(),
+            "deploys": events.deploy_log(20) if events is not None else []}
+
+
 def create_app(specialist: Any) -> Any:
     """A FastAPI app serving only ``/v1/tab`` with ``specialist`` (already set up)."""
     from fastapi import FastAPI
-    from fastapi.responses import JSONResponse
 
-    from router.errors import ComplementError
+    from router.errors import install_handlers
     from router.registry import Registry
 
     app = FastAPI(title="complement tab")
     app.state.registry = Registry({"tab": specialist})
     app.include_router(router)
-
-    @app.exception_handler(ComplementError)
-    async def _error(_: Request, exc: ComplementError) -> JSONResponse:
-        return JSONResponse(exc.to_openai(), status_code=exc.status_code)
-
+    install_handlers(app)
     return app

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from router.errors import ComplementError
+from specialists.base import SpecialistError
 
 __all__ = ["add_tab_commands", "register"]
 
@@ -20,7 +20,7 @@ def _state_dir(ns: argparse.Namespace) -> Path:
 
 
 def _loop(ns: argparse.Namespace) -> int:
-    from router.loop.runner import LoopArgs, run_loop, status
+    from specialists.tab.loop.runner import LoopArgs, run_loop, status
 
     if ns.action == "status":
         print(json.dumps(status(_state_dir(ns), ns.out), indent=1))
@@ -30,8 +30,11 @@ def _loop(ns: argparse.Namespace) -> int:
               "API; run `complement serve` and train with `complement tab train "
               "--from-events`", file=sys.stderr)
         return 2
+    from router.config import default_config_path
+
     fields = {f.name for f in dataclasses.fields(LoopArgs)}
     args = LoopArgs(**{k: v for k, v in vars(ns).items() if k in fields})
+    args.config = args.config or str(default_config_path())
     if not Path(args.data).is_dir():
         print(f"complement loop: data directory {args.data!r} not found; pass --data DIR "
               "(JSONL.gz edit pairs, e.g. ../shared/data/commits)", file=sys.stderr)
@@ -42,7 +45,7 @@ def _loop(ns: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from router.loop.runner import LoopArgs
+    from specialists.tab.loop.runner import LoopArgs
 
     p = subparsers.add_parser(
         "loop", help="run the online learning loop: deploy → collect → train → gate → swap",
@@ -70,16 +73,16 @@ def register(subparsers: Any) -> None:
 
 def _train_from_events(ns: argparse.Namespace) -> int:
     from router.config import load_config
-    from router.events import EventStore
-    from router.loop.trainer import train_from_events
-    from router.loop.versions import PolicyStore
+    from specialists.tab.events import EventStore
+    from specialists.tab.loop.trainer import train_from_events
+    from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
     events = EventStore(config.events.url or _sqlite(state))
     try:
         report = train_from_events(events, PolicyStore(state / "tab"))
-    except ComplementError as exc:
+    except SpecialistError as exc:
         print(f"complement tab train: {exc.message}", file=sys.stderr)
         return 2
     finally:
@@ -89,7 +92,7 @@ def _train_from_events(ns: argparse.Namespace) -> int:
 
 
 def _sqlite(state: Path) -> str:
-    from router.events import sqlite_url
+    from specialists.tab.events import sqlite_url
 
     return sqlite_url(state)
 
@@ -98,14 +101,14 @@ def _rollback(ns: argparse.Namespace) -> int:
     import httpx
 
     from router.config import load_config
-    from router.loop.versions import PolicyStore
+    from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
     store = PolicyStore(state / "tab")
     try:
         store.lineage(ns.version)
-    except ComplementError as exc:
+    except SpecialistError as exc:
         print(f"complement tab rollback: {exc.message}", file=sys.stderr)
         return 2
     url = ns.server or f"http://{config.server.host}:{config.server.port}"

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from router.errors import BadRequest
-from router.events import EventStore, LabelledEvent
-from router.loop.features import from_features
-from router.loop.versions import PolicyStore
+from specialists.base import SpecialistError
+from specialists.tab.events import EventStore, LabelledEvent
+from specialists.tab.features import from_features
+from specialists.tab.loop.versions import PolicyStore
 
 __all__ = ["TrainReport", "reward_of", "train_from_events"]
 
@@ -60,13 +60,13 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
     t0 = time.monotonic()
     parent = store.deployed()
     if parent is None:
-        raise BadRequest(f"no deployed policy under {store.root}; deploy one first "
+        raise SpecialistError(f"no deployed policy under {store.root}; deploy one first "
                          "(complement loop deploys the shipped checkpoint)")
     policy = TabPolicy.load(store.path(parent))
     labelled = events.labelled(str(parent))
     refused = events.count_other_versions(str(parent))
     if len(labelled) < min_events:
-        raise BadRequest(f"only {len(labelled)} labelled events for version {parent} "
+        raise SpecialistError(f"only {len(labelled)} labelled events for version {parent} "
                          f"(need {min_events}); collect more first")
     n_feat = policy.config.n_action
     samples = [Sample(from_features(e.features, n_feat),

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from router.errors import NotFound
+from specialists.base import NotFoundError
 
 __all__ = ["PolicyStore"]
 
@@ -60,7 +60,7 @@ class PolicyStore:
     def lineage(self, version: int) -> dict[str, Any]:
         path = self.path(version) / "lineage.json"
         if not path.exists():
-            raise NotFound(f"no policy version {version} under {self.versions_dir}; "
+            raise NotFoundError(f"no policy version {version} under {self.versions_dir}; "
                            f"known: {self.versions()}")
         return json.loads(path.read_text())
 
@@ -72,7 +72,7 @@ class PolicyStore:
 
     def set_deployed(self, version: int) -> None:
         if version not in self.versions():
-            raise NotFound(f"no policy version {version}; known: {self.versions()}")
+            raise NotFoundError(f"no policy version {version}; known: {self.versions()}")
         tmp = self.pointer.with_name(f".deployed-{os.getpid()}")
         tmp.write_text(f"{version}\n")
         os.replace(tmp, self.pointer)

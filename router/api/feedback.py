@@ -14,9 +14,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from router.api_chat import parse_json_body, validation_error
-from router.errors import ComplementError, Unavailable
-from router.events import EventStore, Feedback
+from router.api.chat import parse_json_body, validation_error
+from router.errors import ComplementError, Unavailable, from_specialist
+from specialists.base import SpecialistError
+from specialists.tab.events import EventStore, Feedback
 
 __all__ = ["router"]
 
@@ -51,7 +52,10 @@ def _record_batch(store: EventStore, items: list[FeedbackItem]) -> list[dict[str
     results = []
     for item in items:
         try:
-            results.append(_record(store, item))
+            try:
+                results.append(_record(store, item))
+            except SpecialistError as exc:
+                raise from_specialist(exc) from exc
         except ComplementError as exc:
             results.append({"request_id": item.request_id, "status": "error",
                             **exc.to_openai(), "status_code": exc.status_code})

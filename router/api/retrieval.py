@@ -1,7 +1,7 @@
 """HTTP surface of the retriever: ``POST /v1/index`` and ``POST /v1/retrieve``.
 
-The app includes ``router``; both endpoints reach the configured specialist of kind
-``retrieval`` through ``specialist_for``, so a test or a team swaps it by config. The
+Both endpoints reach the configured specialist of kind ``retrieval`` through the
+``uses("retrieval")`` dependency, so a test or a team swaps it by config. The
 handlers are plain ``def``: FastAPI runs them in its thread pool, so indexing a large
 repository does not block the event loop.
 """
@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.registry import specialist_for
-
-from retrieval.index import Filters
+from retrieval import Filters
+from router.registry import uses
 
 __all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
 
@@ -42,20 +41,18 @@ class RetrieveRequest(BaseModel):
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
 
 
-def _retriever(request: Request) -> Any:
-    return specialist_for(request, "retrieval")
-
-
 @router.post("/v1/index")
-def index_repository(body: IndexRequest, request: Request) -> dict[str, Any]:
+def index_repository(body: IndexRequest,
+                     retriever: Any = Depends(uses("retrieval"))) -> dict[str, Any]:
     """Index a repository, or refresh it incrementally if it was indexed before."""
-    return _retriever(request).index_repo(body.path)  # type: ignore[no-any-return]
+    return retriever.index_repo(body.path)  # type: ignore[no-any-return]
 
 
 @router.post("/v1/retrieve")
-def retrieve(body: RetrieveRequest, request: Request) -> dict[str, Any]:
+def retrieve(body: RetrieveRequest, retriever: Any = Depends(uses("retrieval"))
+             ) -> dict[str, Any]:
     """The k best chunks: path, lines, symbol, score and which retriever found each."""
     f = body.filters
     filters = Filters.make(f.path_glob, f.language) if f else None
-    return _retriever(request).retrieve(  # type: ignore[no-any-return]
+    return retriever.retrieve(  # type: ignore[no-any-return]
         body.query, body.k, filters, body.repo, body.mode)

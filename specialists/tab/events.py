@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-from router.errors import BadRequest, Conflict, NotFound
+from specialists.base import ConflictError, NotFoundError, SpecialistError
 
 __all__ = ["ActionRecord", "EventStore", "Feedback", "LabelledEvent", "MIGRATIONS",
            "sqlite_url"]
@@ -168,21 +168,21 @@ class EventStore:
             with self.engine.begin() as conn:
                 conn.execute(self.actions.insert().values(**row))
         except IntegrityError:
-            raise Conflict(f"request_id {rec.request_id!r} was already used; send a new id "
+            raise ConflictError(f"request_id {rec.request_id!r} was already used; send a new id "
                            "per request (or none, and the server issues one)",
                            param="request_id") from None
 
     def record_feedback(self, fb: Feedback, now: float | None = None) -> bool:
         """Store one outcome. True if new, False if the same feedback was already stored.
 
-        Raises NotFound (unknown id), Conflict (nothing was shown, expired, or a different
-        outcome already recorded) and BadRequest (an outcome we do not know).
+        Raises NotFoundError (unknown id), ConflictError (nothing was shown, expired, or a different
+        outcome already recorded) and SpecialistError (an outcome we do not know).
         """
         from sqlalchemy import select
         from sqlalchemy.exc import IntegrityError
 
         if fb.outcome not in OUTCOMES:
-            raise BadRequest(f"outcome must be one of {list(OUTCOMES)}, got {fb.outcome!r}",
+            raise SpecialistError(f"outcome must be one of {list(OUTCOMES)}, got {fb.outcome!r}",
                              param="outcome")
         now = time.time() if now is None else now
         with self.engine.begin() as conn:
@@ -190,10 +190,10 @@ class EventStore:
                                          self.actions.c.suggestion)
                                   .where(self.actions.c.request_id == fb.request_id)).first()
             if action is None:
-                raise NotFound(f"no tab request with id {fb.request_id!r}; send the request_id "
+                raise NotFoundError(f"no tab request with id {fb.request_id!r}; send the request_id "
                                "that /v1/tab returned", param="request_id")
             if not action.shown:
-                raise Conflict(f"request {fb.request_id!r} showed no suggestion; there is "
+                raise ConflictError(f"request {fb.request_id!r} showed no suggestion; there is "
                                "nothing to accept or reject", param="request_id")
             chars = _chars(fb, action.suggestion)
             existing = conn.execute(select(self.outcomes.c.outcome, self.outcomes.c.chars_accepted)
@@ -214,7 +214,7 @@ class EventStore:
                 except IntegrityError:  # a concurrent duplicate won the race
                     return False
         if expired:
-            raise Conflict(f"feedback for {fb.request_id!r} came after its "
+            raise ConflictError(f"feedback for {fb.request_id!r} came after its "
                            f"{self.feedback_timeout_s:g}s window; it was counted as rejected",
                            param="request_id")
         return True
@@ -331,11 +331,11 @@ def _chars(fb: Feedback, suggestion: str | None) -> int:
 
 def _same_or_conflict(fb: Feedback, chars: int, existing: Any) -> bool:
     if existing.outcome == "expired":
-        raise Conflict(f"feedback for {fb.request_id!r} came after its window; it was "
+        raise ConflictError(f"feedback for {fb.request_id!r} came after its window; it was "
                        "counted as rejected", param="request_id")
     if existing.outcome == fb.outcome and int(existing.chars_accepted) == chars:
         return False
-    raise Conflict(f"request {fb.request_id!r} already has outcome {existing.outcome!r}; "
+    raise ConflictError(f"request {fb.request_id!r} already has outcome {existing.outcome!r}; "
                    f"feedback is recorded once", param="request_id")
 
 

@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
     t = tab_sub.add_parser("train", help="train the policy by REINFORCE on replayed edits")
     _add_dataclass(t, Args)
     t.set_defaults(func=_train)
-    from router.loop.cli import add_tab_commands
+    from router.commands.loop import add_tab_commands
 
     add_tab_commands(tab_sub, t)  # train --from-events, rollback: the online loop's steps
 
@@ -101,7 +101,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m specialists.tab.cli``) with the same commands."""
+    """Stand-alone entry (``python -m router.commands.tab``) with the same commands."""
     parser = argparse.ArgumentParser(prog="complement")
     register(parser.add_subparsers(dest="command", required=True))
     ns = parser.parse_args(argv)

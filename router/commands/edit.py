@@ -18,11 +18,14 @@ def _progress(msg: str) -> None:
 # -- edit ------------------------------------------------------------------------------------
 def cmd_edit(args: argparse.Namespace) -> int:
     import asyncio
+    import shlex
 
     from router.config import load_config
+    from router.edit import EditPipeline, EditRequest, verifiers_for
     from router.errors import ComplementError
     from router.frontier import FrontierClient
-    from router.pipeline import EditPipeline, EditRequest
+    from router.registry import specialist_from_config
+    from specialists.base import SpecialistError
 
     config = load_config(args.config)
     if args.route not in config.routes:
@@ -39,22 +42,45 @@ def cmd_edit(args: argparse.Namespace) -> int:
     def indexing(stage: str, done: int, total: int) -> None:
         print(f"\rindexing {args.repo}: {stage} {done}/{total}", end="", file=sys.stderr)
 
-    pipeline = EditPipeline(frontier, targets, route=args.route,
-                            index_base=config.data_path() / "indexes",
-                            auto_index=not args.no_index, progress=indexing)
-    req = EditRequest(args.instruction, repo=args.repo, files=args.file or [],
-                      strategy=args.strategy, verify_command=args.verify,
-                      verify_timeout_s=args.verify_timeout, write=args.write)
+    repo = Path(args.repo).expanduser().resolve()
+    extra = [shlex.split(cmd) for cmd in args.verify or []]
+    verify = config.workspace.verify.model_copy(update={"timeout_s": args.verify_timeout}) \
+        if args.verify_timeout else config.workspace.verify
+    pipeline = EditPipeline(
+        frontier, targets, route=args.route,
+        applier=specialist_from_config(config.specialists, "apply"),
+        retriever=_retriever(config), verifiers=verifiers_for(verify, args.route, repo, extra),
+        auto_index=not args.no_index, progress=indexing)
+    req = EditRequest(args.instruction, repo=str(repo), files=args.file or [],
+                      strategy=args.strategy, write=args.write)
     try:
         result = asyncio.run(pipeline.run(req))
     except ComplementError as exc:
         print(f"complement: {exc.message}", file=sys.stderr)
         return 1
+    except SpecialistError as exc:
+        print(f"complement: {exc.message}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result.to_dict(), indent=1))
     else:
         _print_edit(result)
     return 0 if result.status == "applied" else 1
+
+
+def _retriever(config: Any) -> Any:
+    """The config's retriever, loaded before the edit starts (the CLI waits for it)."""
+    from router.errors import ConfigError
+    from router.registry import specialist_from_config
+
+    try:
+        retriever = specialist_from_config(config.specialists, "retrieval")
+    except ConfigError:
+        return None  # none configured: the edit runs without retrieved context
+    wait = getattr(retriever, "wait_ready", None)
+    if wait is not None:
+        wait()
+    return retriever
 
 
 def _print_edit(result: Any) -> None:
@@ -145,9 +171,13 @@ def register(subparsers: Any) -> None:
     edit.add_argument("--route", default="auto", help="route of the config (default: auto)")
     edit.add_argument("--strategy", default="cascade",
                       choices=["cascade", "sketch", "search_replace", "whole_file"])
-    edit.add_argument("--verify", metavar="CMD", help="command that must pass on the result "
-                      "(run in a scratch copy of the repo), e.g. 'pytest -q'")
-    edit.add_argument("--verify-timeout", type=float, default=60.0, metavar="S")
+    edit.add_argument("--verify", metavar="CMD", action="append",
+                      help="command that must pass on the result, after the config's "
+                           "(workspace.verify); split like a shell would but run without one, "
+                           "in a scratch copy of the repo, e.g. 'pytest -q' (repeatable)")
+    edit.add_argument("--verify-timeout", type=float, default=None, metavar="S",
+                      help="limit for each verification command (default: "
+                           "workspace.verify.timeout_s, 300)")
     edit.add_argument("--write", action="store_true", help="write the files (atomically)")
     edit.add_argument("--no-index", action="store_true",
                       help="do not index an unindexed repository (continue without context)")

@@ -1,0 +1,91 @@
+"""``POST /v1/edit``: the edit cascade over HTTP (see ``router.edit``).
+
+The request names a route of the config (its model targets answer, in order, as
+fallbacks), the instruction, and either a repository under ``workspace.allowed_roots``
+(``repo`` + optional ``files``) or inline ``texts``. The response is the unified diff, the
+merged files and the trace of every step. Nothing is written unless ``write`` is true.
+
+A request cannot name a command: verification commands come from the config
+(``workspace.verify``, per route or per repository) and run in a scratch copy. The applier
+and the retriever are the registry's, so swapping either in YAML changes this path too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from router.errors import BadRequest, UnknownRoute
+from router.registry import uses
+from specialists.base import Specialist
+from specialists.paths import resolve_repo
+
+__all__ = ["EditBody", "router"]
+
+router = APIRouter(tags=["edit"])
+
+
+class EditBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    instruction: str = Field(min_length=1, max_length=100_000)
+    route: str = "auto"
+    """A route under ``routes:``; its model targets are tried in order."""
+    repo: str | None = Field(None, description="a repository under workspace.allowed_roots")
+    files: list[str] = Field(default_factory=list, max_length=100,
+                             description="paths relative to repo the model may edit")
+    texts: dict[str, str] = Field(default_factory=dict,
+                                  description="inline file contents by relative path")
+    strategy: str = Field("cascade", description="cascade | sketch | search_replace | whole_file")
+    write: bool = False
+    replay_task: str | None = None
+
+
+def pipeline_for(app_state: Any, route: str, repo: Path | None, applier: Specialist) -> Any:
+    """The edit pipeline for one configured route (model targets only) and repository."""
+    from router.edit import EditPipeline, verifiers_for
+
+    config = app_state.config
+    if route not in config.routes:
+        raise UnknownRoute(f"route {route!r} is not configured (known: "
+                           f"{sorted(config.routes)})", param="route")
+    frontier = app_state.frontier
+    targets = [t for t in config.routes[route].targets if t in frontier.models]
+    if not targets:
+        raise BadRequest(f"route {route!r} has no frontier model target", param="route")
+    if any(frontier.models[t].model.startswith("replay/") for t in targets):
+        _install_replay(app_state)
+    return EditPipeline(frontier, targets, route=route, applier=applier,
+                        retriever=app_state.registry.find("retrieval"),
+                        verifiers=verifiers_for(config.workspace.verify, route, repo),
+                        allowed_roots=config.workspace.roots())
+
+
+def _install_replay(app_state: Any) -> None:
+    from router.replay import ReplayStore, install
+
+    if getattr(app_state, "replay_store", None) is None:
+        app_state.replay_store = ReplayStore()
+        install(app_state.replay_store)
+
+
+@router.post("/v1/edit")
+async def edit(body: EditBody, request: Request,
+               applier: Specialist = Depends(uses("apply"))) -> dict[str, Any]:
+    """Edit files from an instruction; ``status`` is ``applied`` or ``failed`` (with why)."""
+    from router.edit import EditRequest
+
+    if body.write and not body.repo:
+        raise BadRequest("write needs repo: the directory the files are written into",
+                         param="write")
+    config = request.app.state.config
+    repo = resolve_repo(body.repo, config.workspace.roots()) if body.repo else None
+    pipeline = pipeline_for(request.app.state, body.route, repo, applier)
+    req = EditRequest(instruction=body.instruction, repo=str(repo) if repo else None,
+                      files=body.files, texts=body.texts, strategy=body.strategy,
+                      write=body.write, replay_task=body.replay_task)
+    result = await pipeline.run(req)
+    return {"object": "edit", **result.to_dict()}
