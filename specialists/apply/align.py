@@ -35,7 +35,7 @@ __all__ = ["Alignment", "Costs", "align", "MAX_CELLS"]
 MAX_CELLS = 2_000_000
 _INF = np.int64(1) << 50
 _NONE = np.empty(0, dtype=np.int64)
-IMPLICIT = 3  # same value as merge.IMPLICIT: a marker the sketch left out (may keep nothing)
+IMPLICIT = 3  # same value as sketch_lines.IMPLICIT: a marker the sketch left out (may keep nothing)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 __all__ = [
     "CommentSyntax", "comment_syntax", "definition_end", "definition_name", "definition_start",
-    "language_for_path",
+    "definitions_of", "language_for_path",
 ]
 
 _EXTENSIONS: dict[str, str] = {
@@ -107,6 +108,12 @@ def definition_name(stripped_line: str, language: str | None) -> tuple[str, str]
     if m and m.group(1) not in _NOT_METHOD_NAMES:
         return ("method", m.group(1))
     return None
+
+
+def definitions_of(keys: Iterable[str], language: str | None) -> set[tuple[str, str]]:
+    """``(kind, name)`` of every definition these (stripped) lines open."""
+    found = (definition_name(key, language) for key in keys if key)
+    return {d for d in found if d is not None}
 
 
 def definition_start(keys: list[str], widths: list[int], header: int, lo: int = 0) -> int:

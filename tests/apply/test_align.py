@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from specialists.apply import apply_sketch
-from specialists.apply.merge import _cross_check, _Merger, _Sketch
+from specialists.apply.merge_checks import cross_check
+from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import split_lines
 
 ORIGINAL = (
@@ -22,9 +24,10 @@ ORIGINAL = (
 )
 
 
-def _merger(original: str, sketch: str) -> _Merger:
+def _merger(original: str, sketch: str) -> Merger:
     olines = split_lines(original)
-    return _Merger(olines, _Sketch(split_lines(sketch), set(olines.keys)), "python", ApplyOptions())
+    return Merger(olines, SketchLines(split_lines(sketch), set(olines.keys)), "python",
+                  ApplyOptions())
 
 
 def test_global_reading_places_every_line_and_keeps_marked_runs() -> None:
@@ -73,12 +76,12 @@ def test_cross_check_abstains_when_the_readings_differ() -> None:
               "    with open(path, 'w', encoding='utf-8') as fh:\n"
               "        fh.write(text)\n")
     olines = split_lines(ORIGINAL)
-    sk = _Sketch(split_lines(sketch), set(olines.keys))
+    sk = SketchLines(split_lines(sketch), set(olines.keys))
     right, _ = _merger(ORIGINAL, sketch).merge_dp()
-    _cross_check(right, olines, sk, "python", ApplyOptions())  # agrees: no abstain
+    cross_check(right, olines, sk, "python", ApplyOptions())  # agrees: no abstain
     wrong = right[:6] + right[7:]  # the changed line lost
     with pytest.raises(Abstain, match="two readings"):
-        _cross_check(wrong, olines, sk, "python", ApplyOptions())
+        cross_check(wrong, olines, sk, "python", ApplyOptions())
 
 
 def test_cross_check_can_be_switched_off() -> None:
@@ -109,7 +112,7 @@ def test_sketch_ending_in_code_writes_the_files_end_when_only_blank_lines_follow
 def test_readings_that_differ_in_blank_lines_only_keep_the_one_with_more() -> None:
     from types import SimpleNamespace
 
-    from specialists.apply.merge import _more_blank_lines_only
+    from specialists.apply.merge_checks import _more_blank_lines_only
 
     sure, guessed = SimpleNamespace(blank_guesses=0), SimpleNamespace(blank_guesses=1)
     out = ["def f():", "    pass", "", "", "x = 1"]

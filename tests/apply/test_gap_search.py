@@ -1,4 +1,4 @@
-"""The piecewise reading's search pieces, against slow references: the gap DP (``_chain``)
+"""The piecewise reading's search pieces, against slow references: the gap DP (``best_chain``)
 against enumerating every chain, and the similar-line search against a plain LCS and
 difflib."""
 
@@ -10,16 +10,19 @@ import random
 
 import pytest
 
-from specialists.apply import merge as merge_module
-from specialists.apply.merge import _Merger, _similarities, _Sketch
+from specialists.apply import gap_search
+from specialists.apply.gap_search import best_chain
+from specialists.apply.merger import Merger
 from specialists.apply.result import ApplyOptions
+from specialists.apply.similarity import similarities
+from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import split_lines
 
 ORIGINAL = "".join(f"line {i}\n" if i % 3 else "\n" for i in range(14))
 SKETCH = "# ...\na\nb\n\nc\n# ... existing code ...\nd\ne\n\nf\n# ...\n"
 
 
-def _score(merger: _Merger, chain: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
+def _score(merger: Merger, chain: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
            pb: int) -> float:
     """A chain's score written out: its weights, minus what it deletes between consecutive
     anchors not separated by a marker, plus the diagonal bonus."""
@@ -38,11 +41,11 @@ def _score(merger: _Merger, chain: list[tuple[int, int, float]], ja: int, pa: in
 @pytest.mark.parametrize("small", [0, 1000], ids=["matrix", "loop"])
 @pytest.mark.parametrize("seed", range(40))
 def test_gap_chain_is_the_best_chain(seed: int, small: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(merge_module, "_SMALL_CHAIN", small)  # both implementations
+    monkeypatch.setattr(gap_search, "_SMALL_CHAIN", small)  # both implementations
     rng = random.Random(seed)
     olines = split_lines(ORIGINAL)
-    merger = _Merger(olines, _Sketch(split_lines(SKETCH), set(olines.keys)), "python",
-                     ApplyOptions())
+    merger = Merger(olines, SketchLines(split_lines(SKETCH), set(olines.keys)), "python",
+                    ApplyOptions())
     m, n = len(merger.sk.keys), len(olines.keys)
     cells = sorted(rng.sample([(j, p) for j in range(m) for p in range(n)], rng.randint(1, 9)))
     nodes = [(j, p, rng.choice((10.0, 3.0, 0.5, 0.1, 9.7))) for j, p in cells]
@@ -61,7 +64,7 @@ def test_gap_chain_is_the_best_chain(seed: int, small: int, monkeypatch: pytest.
     ]
     weight = {(j, p): w for j, p, w in nodes}
     for prefer_right in (False, True):
-        chain, tied = merger._chain(nodes, ja, pa, jb, pb, prefer_right)
+        chain, tied = best_chain(merger, nodes, ja, pa, jb, pb, prefer_right)
         scored = [(j, p, weight[j, p]) for j, p in chain]
         assert _score(merger, scored, ja, pa, jb, pb) == pytest.approx(best, abs=1e-9)
         if len(optimal) > 1:
@@ -84,8 +87,8 @@ def test_similar_lines_are_found_by_lcs_ratio_and_by_difflib_when_exact(seed: in
     lines = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(60)]
     key = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
     for threshold in (0.4, 0.6, 0.8):
-        found = dict((p, score) for score, p in _similarities(key, lines, 5, 55, threshold))
-        exact = dict((p, score) for score, p in _similarities(key, lines, 5, 55, threshold, exact=True))
+        found = dict((p, score) for score, p in similarities(key, lines, 5, 55, threshold))
+        exact = dict((p, score) for score, p in similarities(key, lines, 5, 55, threshold, exact=True))
         for p in range(5, 55):
             if not lines[p]:
                 assert p not in found and p not in exact

@@ -1,0 +1,212 @@
+"""Reading what a sketch deletes: ``remove`` comments (the quoted lines or the definition
+they name, where they stand or anywhere for the global reading) and deletion by context
+(original lines between two consecutive sketch lines, deleted only when both lines are
+certainly placed). Also the deletion counts the result reports."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from specialists.apply.languages import definition_name, definition_start
+from specialists.apply.markers import LineKind, MarkerInfo
+from specialists.apply.result import Abstain
+from specialists.apply.similarity import rewrites
+
+if TYPE_CHECKING:
+    from specialists.apply.merger import Merger
+
+__all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_remove",
+           "remove_candidates"]
+
+_BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
+
+
+def delete(merger: Merger, lo: int, hi: int, by_remove: bool, dry: bool = False,
+           count: bool = True) -> None:
+    """Original lines lo..hi are dropped: count their non-blank lines as deleted by a
+    ``remove`` comment or by context (not on a ``dry`` run, which only compares text)."""
+    if dry or not count or hi <= lo:
+        return
+    nonblank = sum(1 for p in range(lo, hi) if merger.ok[p])
+    if by_remove:
+        merger.deleted_by_remove += nonblank
+    else:
+        merger.deleted_by_context += nonblank
+
+
+def remove_candidates(merger: Merger, info: MarkerInfo) -> list[tuple[int, int]]:
+    """Every original run a remove comment may delete: its quoted first..last lines or
+    the definition it names, with ``_separating_blanks``."""
+    ok, n = merger.ok, merger.n
+    runs: list[tuple[int, int]] = []
+    if info.remove_quotes:
+        first = info.remove_quotes[0].strip()
+        last = info.remove_quotes[-1].strip()
+        starts = _quoted(merger, first, 0, n)
+        for p in starts:
+            if len(info.remove_quotes) == 1:
+                runs.append((p, p + 1))
+                continue
+            runs += [(p, q + 1) for q in range(p, n) if ok[q] == last]
+    elif info.remove_name:
+        runs = definitions_named(merger, info.remove_name.split(".")[-1].rstrip("()"), 0, n)
+    return sorted({_separating_blanks(merger, t0, t1) for t0, t1 in runs})
+
+
+def _separating_blanks(merger: Merger, t0: int, t1: int) -> tuple[int, int]:
+    """A removed run takes the blank lines after it when a blank line (or the file's
+    start) precedes it, and the blank lines before it at the end of the file, so the
+    blank separation around it stays as it was. The piecewise reading's rule
+    (``_with_separating_blanks``) differs on purpose: where the two disagree the
+    cross-check abstains, and sharing one rule made both wrong together at k = 0
+    (BENCHMARKS.md, applier round 3)."""
+    ok, n = merger.ok, merger.n
+    if t1 >= n:
+        while t0 > 0 and not ok[t0 - 1]:
+            t0 -= 1
+    elif t0 == 0 or not ok[t0 - 1]:
+        while t1 < n and not ok[t1]:
+            t1 += 1
+    return t0, t1
+
+
+def locate_remove(merger: Merger, info: MarkerInfo, lo: int, hi: int, j: int,
+                  required: bool) -> tuple[int, int] | None:
+    """The original run in lo..hi that remove comment ``j`` names (its quoted first..last
+    lines, or the definition it names), or ``None`` when not ``required`` and not found."""
+    span = merger.sk.span(j, j)
+    if info.remove_quotes:
+        first = _unique_line(merger, info.remove_quotes[0], lo, hi, span, required)
+        if first is None:
+            return None
+        if len(info.remove_quotes) == 1:
+            return (first, first + 1)
+        last_key = info.remove_quotes[-1].strip()
+        ends = [p for p in range(first, hi) if merger.ok[p] == last_key]
+        if len(ends) > 1:  # "remove `a` … `b`" with two b's after a: which one?
+            raise Abstain("the remove comment's last line occurs more than once after its "
+                          "first", span)
+        if ends:
+            return (first, ends[0] + 1)
+        if required:
+            raise Abstain("the remove comment's last line is not in the original", span)
+        return None
+    if info.remove_name:
+        found = definitions_named(merger, info.remove_name.split(".")[-1].rstrip("()"), lo, hi)
+        if len(found) == 1:
+            return _with_separating_blanks(merger, *found[0], lo, hi)
+        if required or len(found) > 1:
+            why = "no definition" if not found else "more than one definition"
+            raise Abstain(f"remove comment: {why} named {info.remove_name!r} there", span)
+        return None
+    if required:
+        raise Abstain("the remove comment does not say what to remove", span)
+    return None
+
+
+def _with_separating_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
+    """A removed definition takes the blank lines after it with it (before it at the end
+    of the file), so the blank lines between the definitions left stay as they were."""
+    end = t1
+    while end < hi and not merger.ok[end]:
+        end += 1
+    if end > t1 or t1 < merger.n:
+        return t0, end
+    while t0 - 1 >= lo and not merger.ok[t0 - 1]:
+        t0 -= 1
+    return t0, t1
+
+
+def _quoted(merger: Merger, key: str, lo: int, hi: int) -> list[int]:
+    """Original lines in lo..hi equal to a remove comment's quoted line, or, when none
+    is, those that contain it (a quote may be cut short)."""
+    return [p for p in range(lo, hi) if merger.ok[p] == key] or [
+        p for p in range(lo, hi) if key and key in merger.ok[p]]
+
+
+def _unique_line(merger: Merger, quote: str, lo: int, hi: int, span: tuple[int, int],
+                 required: bool) -> int | None:
+    hits = _quoted(merger, quote.strip(), lo, hi)
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise Abstain(f"the remove comment's line {quote!r} occurs more than once there", span)
+    if required:
+        raise Abstain(f"the remove comment's line {quote!r} is not in the original", span)
+    return None
+
+
+def definitions_named(merger: Merger, name: str, lo: int, hi: int) -> list[tuple[int, int]]:
+    """(start, end) of each definition in lo..hi with this name, decorators included."""
+    out = []
+    for p in range(lo, hi):
+        key = merger.ok[p]
+        if name in key:
+            found = definition_name(key, merger.language)
+            if found and found[1] == name:
+                start = definition_start(merger.ok, merger.owidth, p, lo)
+                out.append((start, merger.definition_end(p, hi)))
+    return out
+
+
+def check_implicit_deletion(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:
+    """Original lines deleted between two consecutive sketch lines (no marker between):
+    certain only when both lines are pinned by a run holding a line found once in the
+    original and once in the sketch, or when the sketch's new lines there rewrite them.
+    Otherwise the two lines may be a copy placed on the wrong lines, and the deletion is
+    the silent loss of code the issue warns about (issue 4)."""
+    if (not merger.check_deletions or ja < 0 or jb >= merger.m or pb <= pa + 1
+            or merger.sk.sep_between(ja, jb)):
+        return
+    gone = [p for p in range(pa + 1, pb) if merger.ok[p]]
+    if not gone:
+        return
+    need = 1 if len(gone) <= _BIG_DELETION else 2
+    if _anchored_run(merger, ja, pa, -1, need) and _anchored_run(merger, jb, pb, 1, need):
+        return
+    new = [merger.sk.keys[j] for j in range(ja + 1, jb) if merger.sk.keys[j]]
+    # The lower line also fits at or before the upper one's place (or the reverse): the
+    # sketch reads as well as a pure insertion there, with nothing deleted.
+    avoidable = (merger.sk.keys[jb] in merger.ok[pa:pb]
+                 or merger.sk.keys[ja] in merger.ok[pa + 1:pb + 1])
+    if not avoidable and (_rewrites_body(merger, ja, pa, pb)
+                          or rewrites(new, [merger.ok[p] for p in gone])):
+        return
+    raise Abstain("the sketch deletes original lines between two lines that are not "
+                  "certainly placed", merger.sk.span(ja, jb))
+
+
+def _rewrites_body(merger: Merger, ja: int, pa: int, pb: int) -> bool:
+    """The deletion runs from inside a pinned definition to its end: the sketch wrote
+    that definition's new body in full (a full definition replaces the old one)."""
+    sk = merger.sk
+    j, p = ja, pa
+    while j >= 0 and sk.kinds[j] == LineKind.CODE and merger.sm[j] == p:
+        key = sk.keys[j]
+        if key and definition_name(key, merger.language) is not None:
+            if not _unique(merger, key):
+                return False
+            end = merger.definition_end(p, merger.n)
+            return end - 1 <= pb <= end + 1
+        j -= 1
+        p -= 1
+    return False
+
+
+def _unique(merger: Merger, key: str) -> bool:
+    """A line found once in the original and once in the sketch: it pins its match."""
+    return len(merger.pos.get(key, ())) == 1 and merger.scount.get(key) == 1
+
+
+def _anchored_run(merger: Merger, j: int, p: int, step: int, need: int = 1) -> bool:
+    """Whether the diagonal run of matches through (j, p), walking by ``step``, holds a line
+    that occurs once in the original and once in the sketch."""
+    sk = merger.sk
+    while 0 <= j < merger.m and sk.kinds[j] == LineKind.CODE and merger.sm[j] == p:
+        if sk.keys[j] and _unique(merger, sk.keys[j]):
+            need -= 1
+            if need <= 0:
+                return True
+        j += step
+        p += step
+    return False

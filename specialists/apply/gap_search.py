@@ -1,0 +1,281 @@
+"""The gap search, the piecewise reading's second step: placing the sketch lines between
+two anchors.
+
+Between two fixed anchors a small chaining DP runs over the remaining candidate (sketch
+line, original line) pairs. A block's first and last non-blank lines next to a marker are
+its anchors and weigh most; every original line a block would delete costs a little, so
+the placement that explains the sketch with the fewest deletions wins; a line whose
+indentation disagrees with the sketch's (after the uniform shift) costs a little. Two
+optimal placements that give different files mean the sketch is ambiguous: abstain.
+``Weights`` holds the scores.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specialists.apply.expansion import emit_gap
+from specialists.apply.languages import definition_end, definition_name
+from specialists.apply.markers import LineKind
+from specialists.apply.result import Abstain
+
+if TYPE_CHECKING:
+    from specialists.apply.merger import Merger
+
+__all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "deletion_costs"]
+
+
+@dataclass(frozen=True)
+class Weights:
+    """The gap DP's scores. ``merge`` also runs perturbed copies: a placement that changes
+    when a weight moves a little was a near tie, and a near tie is a guess (abstain)."""
+
+    boundary: float = 10.0  # a block's first/last non-blank line next to a marker: its anchor
+    blank_edge: float = 3.0  # a blank first/last line of a block: a weak anchor
+    blank_run: float = 0.5  # another blank line of that edge run
+    middle: float = 0.1  # any other line: matching it must never pay for deleting one
+    diag: float = 0.05  # consecutive sketch lines on consecutive original lines
+    delete: float = 0.2  # per original non-blank line a block deletes by context
+    delete_blank: float = 0.05
+    indent: float = 0.3  # the line's indentation disagrees with the sketch's
+
+
+DEFAULT_WEIGHTS = Weights()
+_MAX_NODES = 4000
+_SMALL_CHAIN = 40  # fewer gap nodes than this: the plain loop (see _best_chain_loop)
+_EPS = 1e-9
+
+
+def deletion_costs(okeys: list[str], wt: Weights) -> list[float]:
+    """Prefix sums of what deleting each original line costs (a blank line costs less)."""
+    delete, blank = wt.delete, wt.delete_blank
+    return list(accumulate([delete if key else blank for key in okeys], initial=0.0))
+
+
+def align_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:
+    """Place the sketch lines strictly between anchors (ja, pa) and (jb, pb): every
+    candidate (sketch line, original line) pair there becomes a weighted node and the best
+    chain of them is kept. Abstain when two optimal chains give different text."""
+    sk, pos, wt = merger.sk, merger.pos, merger.wt
+    nodes: list[tuple[int, int, float]] = []
+    for j in range(ja + 1, jb):
+        key = sk.keys[j]
+        if sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j] or sk.edge_blank[j]):
+            continue
+        found = pos.get(key) if key else merger.blanks
+        if not found:
+            continue
+        lo, hi = bisect_right(found, pa), bisect_left(found, pb)
+        if sk.boundary[j]:
+            weight = wt.boundary if key else wt.blank_edge
+        else:
+            weight = wt.middle if key else wt.blank_run
+        for p in found[lo:hi]:
+            w = weight
+            if sk.widths[j] - merger.shift != merger.owidth[p]:
+                w -= wt.indent if weight > 1 else wt.middle * 2
+            nodes.append((j, p, w))
+        if len(nodes) > _MAX_NODES:
+            raise Abstain("too many places the sketch's lines could go", sk.span(ja + 1, jb - 1))
+    if not nodes:
+        return
+    merger.searched = True
+    fresh = _new_definitions(merger, ja + 1, jb)
+    if fresh:
+        nodes = [node for node in nodes if node[0] not in fresh]
+        if not nodes:
+            return
+    chain, tied = best_chain(merger, nodes, ja, pa, jb, pb, prefer_right=False)
+    if tied:  # the other tie-break may give another placement, and another file
+        other, _ = best_chain(merger, nodes, ja, pa, jb, pb, prefer_right=True)
+        if other != chain and _gap_text(merger, chain, ja, pa, jb, pb) != _gap_text(
+            merger, other, ja, pa, jb, pb
+        ):
+            code = [j for j in range(ja + 1, jb) if sk.kinds[j] == LineKind.CODE and sk.keys[j]]
+            raise Abstain(
+                "ambiguous: the block matches in more than one place and structure does not decide",
+                sk.span(code[0], code[-1]) if code else sk.span(ja + 1, jb - 1),
+            )
+    for j, p in chain:
+        merger.sm[j] = p
+
+
+def _new_definitions(merger: Merger, j0: int, j1: int) -> set[int]:
+    """Sketch lines of complete definitions the original does not have (by name): all
+    new, so their closing ``}`` must not anchor on some other definition's."""
+    sk = merger.sk
+    fresh: set[int] = set()
+    j = j0
+    while j < j1:
+        found = (definition_name(sk.keys[j], merger.language)
+                 if sk.kinds[j] == LineKind.CODE else None)
+        if found is None or merger.sm[j] >= 0 or merger.has_definition(found):
+            j += 1
+            continue
+        end = definition_end(sk.keys, sk.widths, j, j1, merger.language)
+        if end > j + 1 and all(sk.kinds[i] == LineKind.CODE for i in range(j, end)):
+            fresh.update(range(j, end))
+            j = end
+        else:
+            j += 1
+    return fresh
+
+
+def best_chain(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
+               pb: int, prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
+    """Best monotone chain of nodes; also whether any tie was met on the way.
+
+    Nodes come sorted by sketch line; the nodes of one sketch line are scored together
+    against all nodes of earlier lines (one matrix per line, numpy), since a chain never
+    holds two nodes of one line."""
+    if len(nodes) < _SMALL_CHAIN:
+        return _best_chain_loop(merger, nodes, ja, pa, jb, pb, prefer_right)
+    sep_prefix = merger.sk.sep_prefix
+    dcost = merger.dcost
+    count = len(nodes)
+    table = np.array(nodes, dtype=np.float64).reshape(count, 3)
+    js = table[:, 0].astype(np.int64)
+    ps = table[:, 1].astype(np.int64)
+    seps, dc = _arrays(merger)
+    a_sep = seps[js + 1]  # as a predecessor: separators counted after its line
+    a_cost = dc[ps + 1]
+    best = np.empty(count)
+    back = np.full(count, -1, dtype=np.int64)
+    tied = False
+    starts = np.flatnonzero(np.diff(js, prepend=-1))
+    ends = np.append(starts[1:], count)
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        jb_ = int(js[s])
+        pbs = ps[s:e]
+        if sep_prefix[jb_] - sep_prefix[ja + 1] > 0:
+            start = np.zeros(e - s)
+        else:
+            start = -(dc[pbs] - dc[pa + 1])
+        if s == 0:
+            best[s:e] = start + table[s:e, 2]
+            continue
+        sep = seps[jb_] - a_sep[:s] > 0
+        v = best[None, :s] - np.where(sep[None, :], 0.0, dc[pbs][:, None] - a_cost[None, :s])
+        pa_ = ps[None, :s]
+        near = (~sep & (js[:s] == jb_ - 1))[None, :] & (pa_ == pbs[:, None] - 1)
+        v = np.where(near, v + merger.wt.diag, v)
+        v[pa_ >= pbs[:, None]] = -np.inf
+        score, arg, row_tied = _pick(v, start, prefer_right)
+        tied = tied or row_tied
+        best[s:e] = score + table[s:e, 2]
+        back[s:e] = arg
+    empty = 0.0 if sep_prefix[jb] - sep_prefix[ja + 1] > 0 else -(dcost[pb] - dcost[pa + 1])
+    tail = np.where(seps[jb] - a_sep > 0, 0.0, dc[pb] - a_cost)
+    _, end_arg, end_tied = _pick((best - tail)[None, :], np.array([empty]), prefer_right)
+    tied = tied or end_tied
+    end = int(end_arg[0])
+    chain: list[tuple[int, int]] = []
+    while end >= 0:
+        chain.append((int(js[end]), int(ps[end])))
+        end = int(back[end])
+    chain.reverse()
+    return chain, tied
+
+
+def _best_chain_loop(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
+                     pb: int, prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
+    """``best_chain`` for a few nodes: the same recurrence, one pair at a time (numpy's call
+    overhead costs more than the loop below about 40 nodes)."""
+    sk, dcost = merger.sk, merger.dcost
+    count = len(nodes)
+    best = [0.0] * count
+    back = [-1] * count
+    tied = False
+    for b in range(count):
+        jb_, pb_, wb = nodes[b]
+        score = 0.0 if sk.sep_between(ja, jb_) else -(dcost[pb_] - dcost[pa + 1])
+        arg = -1
+        for a in range(b):
+            ja_, pa_, _ = nodes[a]
+            if ja_ >= jb_ or pa_ >= pb_:
+                continue
+            if sk.sep_between(ja_, jb_):
+                v = best[a]
+            else:
+                v = best[a] - (dcost[pb_] - dcost[pa_ + 1])
+                if pb_ == pa_ + 1 and jb_ == ja_ + 1:
+                    v += merger.wt.diag
+            if v > score + _EPS:
+                score, arg = v, a
+            elif v > score - _EPS:
+                tied = True
+                if prefer_right:
+                    score, arg = v, a
+        best[b] = score + wb
+        back[b] = arg
+    empty = 0.0 if sk.sep_between(ja, jb) else -(dcost[pb] - dcost[pa + 1])
+    top, end = empty, -1
+    for b in range(count):
+        jb_, pb_, _ = nodes[b]
+        v = best[b] - (0.0 if sk.sep_between(jb_, jb) else dcost[pb] - dcost[pb_ + 1])
+        if v > top + _EPS:
+            top, end = v, b
+        elif v > top - _EPS:
+            tied = True
+            if prefer_right:
+                top, end = v, b
+    chain: list[tuple[int, int]] = []
+    while end >= 0:
+        chain.append((nodes[end][0], nodes[end][1]))
+        end = back[end]
+    chain.reverse()
+    return chain, tied
+
+
+def _pick(values: np.ndarray, start: np.ndarray,
+          prefer_right: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Per row: the best of ``start`` (no predecessor, index -1) and the row's values, its
+    index, and whether two of them tie (within ``_EPS``). Ties go to the earliest candidate,
+    or the latest with ``prefer_right``."""
+    top = np.maximum(values.max(axis=1), start)
+    close = values > (top - _EPS)[:, None]
+    start_close = start > top - _EPS
+    tied = bool(((close.sum(axis=1) + start_close) > 1).any())
+    width = values.shape[1]
+    if prefer_right:
+        last = width - 1 - np.argmax(close[:, ::-1], axis=1)
+        arg = np.where(close.any(axis=1), last, -1)
+    else:
+        arg = np.where(start_close, -1, np.argmax(close, axis=1))
+    rows = np.arange(values.shape[0])
+    score = np.where(arg >= 0, values[rows, np.maximum(arg, 0)], start)
+    return score, arg, tied
+
+
+def _arrays(merger: Merger) -> tuple[np.ndarray, np.ndarray]:
+    """The sketch's separator counts and the deletion costs as numpy arrays (made once)."""
+    if merger.np_arrays is None:
+        merger.np_arrays = (np.asarray(merger.sk.sep_prefix, dtype=np.int64),
+                    np.asarray(merger.dcost, dtype=np.float64))
+    return merger.np_arrays
+
+
+def _gap_text(merger: Merger, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
+              pb: int) -> list[str]:
+    """The merged text of one gap under a candidate chain (to compare two placements)."""
+    saved = merger.sm[ja + 1:jb]
+    for j, p in chain:
+        merger.sm[j] = p
+    try:
+        anchors = [(ja, pa)] + chain + [(jb, pb)]
+        out: list[str] = []
+        for (j0, p0), (j1, p1) in zip(anchors, anchors[1:]):
+            try:
+                emit_gap(merger, j0, p0, j1, p1, out, [], dry=True)
+            except Abstain:
+                out.append("\x00abstain")
+            if j1 < jb:
+                out.append(merger.ok[p1])
+        return out
+    finally:
+        merger.sm[ja + 1:jb] = saved

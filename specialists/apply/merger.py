@@ -1,0 +1,184 @@
+"""The state of one reading of a sketch against the original, and its two steps: ``anchor``
+(where each sketch line goes) and ``assemble`` (the merged lines). ``merge_dp`` is the
+second, global reading the cross-check compares with (``align``).
+
+The steps' work lives in modules of their own, as functions of the merger: ``anchoring``
+(the skeleton of unique lines), ``gap_search`` (the DP between anchors), ``expansion`` and
+``floating`` (the lines markers stand for, and pieces placed between markers),
+``deletions`` (``remove`` comments and deletion by context).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specialists.apply import align as _align
+from specialists.apply import languages
+from specialists.apply.anchoring import (check_dropped_anchors, estimate_shift, extend,
+                                         faithful_indentation, heaviest_chain, unique_pairs, weak)
+from specialists.apply.deletions import check_implicit_deletion, remove_candidates
+from specialists.apply.expansion import emit_gap, emit_matched
+from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights, align_gap, deletion_costs
+from specialists.apply.markers import LineKind, MarkerInfo
+from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.sketch_lines import SketchLines
+from specialists.apply.text import Lines, indent_widths
+
+__all__ = ["Merger"]
+
+
+class Merger:
+    """One reading of a sketch: the original's and the sketch's lines, each sketch line's
+    match (``sm``: original index or -1), and the counts the result reports. ``fork``
+    starts another reading over the same inputs."""
+
+    scount: dict[str, int]  # how often each code line occurs in the sketch (``unique_pairs``)
+
+    def __init__(self, olines: Lines, sk: SketchLines, language: str | None, options: ApplyOptions,
+                 weights: Weights = DEFAULT_WEIGHTS):
+        self.wt = wt = weights
+        self.searched = False  # whether a gap DP chose between placements
+        self.o = olines
+        self.ok = olines.keys
+        self.sk = sk
+        self.language = language
+        self.options = options
+        self.n = len(olines.keys)
+        self.m = len(sk.keys)
+        pos: dict[str, list[int]] = {}
+        for i, key in enumerate(self.ok):
+            if key:
+                bucket = pos.get(key)
+                if bucket is None:
+                    pos[key] = [i]
+                else:
+                    bucket.append(i)
+        self.pos = pos
+        self.blanks = [i for i, key in enumerate(self.ok) if not key]
+        self.owidth = indent_widths(olines.raw)
+        self.dcost = deletion_costs(self.ok, wt)
+        self.np_arrays: tuple[np.ndarray, np.ndarray] | None = None
+        self.sm = [-1] * self.m
+        self.defs: set[tuple[str, str]] | None = None
+        self.shift = 0
+        self.fuzzy = 0
+        self.faithful = True
+        # The near-tie runs only compare their output with this one's, which was checked.
+        self.check_deletions = weights is DEFAULT_WEIGHTS
+        self.dp_spans: dict[int, tuple[int, int]] = {}
+        self.blank_guesses = 0
+        # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
+        # keeping them would leave the sketch changing nothing.
+        self.keep_short_blanks = True
+        self.deleted_by_context = self.deleted_by_remove = 0
+
+    def fork(self, weights: Weights | None = None) -> Merger:
+        """A fresh merger over the same original and sketch, sharing what only depends on
+        them (line positions, widths), for a second reading or other ``weights``."""
+        other = Merger.__new__(Merger)
+        other.__dict__.update(self.__dict__)
+        if weights is not None and weights != self.wt:
+            other.wt = weights
+            other.dcost = deletion_costs(self.ok, weights)
+            other.np_arrays = None
+        other.searched = False
+        other.sm = [-1] * self.m
+        other.defs = self.defs
+        other.shift = 0
+        other.fuzzy = 0
+        other.faithful = True
+        other.check_deletions = other.wt is DEFAULT_WEIGHTS
+        other.dp_spans = {}
+        other.blank_guesses = 0
+        other.deleted_by_context = other.deleted_by_remove = 0
+        return other
+
+    def anchor(self) -> list[tuple[int, int]]:
+        """The piecewise reading's placement: the skeleton of unique lines (``anchoring``),
+        then the gap search between each two anchors (``gap_search``); returns the fixed
+        (sketch line, original line) pairs, bracketed by (-1, -1) and (m, n)."""
+        sk = self.sk
+        pairs = [(j, p, self.wt.boundary if sk.boundary[j] else 1.0)
+                 for j, p in unique_pairs(self)]
+        skeleton = heaviest_chain(pairs, self.n)
+        check_dropped_anchors(self, pairs, skeleton)
+        for j, p in skeleton:
+            self.sm[j] = p
+        self.shift = estimate_shift(self, skeleton)
+        extend(self)
+        fixed = self.fixed()
+        for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
+            if jb - ja > 1:
+                align_gap(self, ja, pa, jb, pb)
+        extend(self)
+        self.faithful = faithful_indentation(self)
+        return self.fixed()
+
+    def merge_dp(self, costs: _align.Costs | None = None) -> tuple[list[str], list[int]]:
+        """Anchor by the global alignment (``align``) and assemble; abstain when the earliest
+        and the latest optimal alignments give different files."""
+        sk = self.sk
+        self.shift = estimate_shift(self, unique_pairs(self))
+        removes: dict[int, list[tuple[int, int]]] = {}
+        for j, kind in enumerate(sk.kinds):
+            if kind == LineKind.REMOVE:
+                found = remove_candidates(self, sk.infos[j] or MarkerInfo())
+                if not found:
+                    raise Abstain("the remove comment names code that is not in the original",
+                                  sk.span(j, j))
+                removes[j] = found
+        try:
+            early, late = _align.align(self.ok, self.owidth, sk.keys, sk.kinds, sk.widths,
+                                       self.shift, removes, weak, costs)
+        except ValueError:
+            raise Abstain("the sketch cannot be read against the original") from None
+        self.check_deletions = False
+        results = []
+        for al in (early, late):
+            self.sm = list(al.sm)
+            self.dp_spans = al.spans
+            self.faithful = faithful_indentation(self)
+            results.append(self.assemble(self.fixed()))
+            if al.sm == late.sm and al.spans == late.spans:
+                break
+        if len(results) == 2 and results[0][0] != results[1][0]:
+            diff = [j for j in range(self.m) if early.sm[j] != late.sm[j]]
+            span = sk.span(diff[0], diff[-1]) if diff else None
+            raise Abstain("ambiguous: the sketch reads as well in more than one place", span)
+        return results[-1]
+
+    def assemble(self, fixed: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
+        """The merged lines and the original index of each (-1: new), from the fixed pairs:
+        each gap between two of them expanded (``expansion``), deletions by context checked
+        (``deletions``)."""
+        out: list[str] = []
+        origin: list[int] = []
+        self.deleted_by_context = 0
+        self.deleted_by_remove = 0
+        self.blank_guesses = 0
+        for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
+            check_implicit_deletion(self, ja, pa, jb, pb)
+            emit_gap(self, ja, pa, jb, pb, out, origin)
+            if jb < self.m:
+                emit_matched(self, jb, pb, out, origin)
+        return out, origin
+
+    def fixed(self) -> list[tuple[int, int]]:
+        """The matched (sketch line, original line) pairs, between (-1, -1) and (m, n)."""
+        out = [(-1, -1)]
+        out.extend((j, p) for j, p in enumerate(self.sm) if p >= 0)
+        out.append((self.m, self.n))
+        return out
+
+    def definitions(self) -> set[tuple[str, str]]:
+        """``(kind, name)`` of the original's definitions (made once, shared by forks)."""
+        if self.defs is None:
+            self.defs = languages.definitions_of(self.ok, self.language)
+        return self.defs
+
+    def has_definition(self, found: tuple[str, str]) -> bool:
+        return found in self.definitions()
+
+    def definition_end(self, p: int, hi: int) -> int:
+        """One past the last line of the definition that original line p opens."""
+        return languages.definition_end(self.ok, self.owidth, p, hi, self.language)
