@@ -36,12 +36,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port; yields its base URL."""
+def running(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free port of ``host`` (loopback unless a test binds
+    every interface); yields a loopback base URL for it."""
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port,
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -52,3 +52,30 @@ class Broken(Specialist):
 
     def answer(self, request: Mapping[str, Any]) -> Result:  # pragma: no cover - never ready
         return Result(output="unreachable")
+
+
+class LineReverser(Specialist):
+    """A small applier for the swap test: the sketch's lines in reverse order. Every line
+    it writes is one the sketch wrote, so the edit cascade's checks let it through, and no
+    real applier would answer the same."""
+
+    kind = "apply"
+    version = "reverse-lines-1"
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        lines = str(request["sketch"]).splitlines(keepends=True)
+        merged = "".join(line if line.endswith("\n") else line + "\n" for line in reversed(lines))
+        out = {"path": request.get("path"), "status": "applied", "merged": merged,
+               "reason": None, "span": None, "stats": {"by": self.version}}
+        return Result(output={"files": [out], "diff": ""}, confidence=1.0)
+
+
+class Raiser(Specialist):
+    """Raises the specialist error its request names (``sketch``), for the status table."""
+
+    kind = "apply"
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        import specialists.base as base
+
+        raise getattr(base, str(request["sketch"]))("raised on purpose", param="sketch")

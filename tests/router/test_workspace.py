@@ -1,0 +1,89 @@
+"""The edit workspace: paths confined, writes all or nothing, scratch copies apart."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from router.edit import Workspace
+from specialists.base import ForbiddenError, SpecialistError
+from specialists.paths import confine, resolve_repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "pkg").mkdir(parents=True)
+    (root / "a.py").write_text("a = 0\n")
+    (root / "pkg" / "b.py").write_text("b = 0\n")
+    (tmp_path / "outside").mkdir()
+    (root / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
+    return root
+
+
+@pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "out/x", "pkg/../../x", "~/x", "",
+                                 "a\x00b", "C:\\x"])
+def test_confine_refuses_paths_out_of_the_root(repo: Path, raw: str) -> None:
+    with pytest.raises(SpecialistError):  # ForbiddenError, or a plain one for a malformed path
+        confine(repo, raw)
+
+
+def test_confine_resolves_paths_inside(repo: Path) -> None:
+    assert confine(repo, "pkg/b.py") == (repo / "pkg" / "b.py").resolve()
+    assert confine(repo, "./new/c.py") == (repo / "new" / "c.py").resolve()
+
+
+def test_resolve_repo_holds_a_repository_to_the_roots(repo: Path, tmp_path: Path) -> None:
+    assert resolve_repo(str(repo), [tmp_path]) == repo.resolve()
+    assert resolve_repo("repo", [tmp_path]) == repo.resolve()
+    for bad in [str(tmp_path / "outside"), str(repo / "out"), "repo/../outside"]:
+        with pytest.raises(ForbiddenError):
+            resolve_repo(bad, [repo])
+
+
+def test_write_is_all_or_nothing_when_a_target_cannot_be_made(repo: Path) -> None:
+    (repo / "blocker").write_text("a file where a directory would go\n")
+    with pytest.raises(OSError):
+        Workspace(repo).write({"a.py": "a = 1\n", "new/dir/c.py": "c\n", "blocker/x.py": "x\n"})
+    assert (repo / "a.py").read_text() == "a = 0\n"
+    assert not (repo / "new").exists(), "directories made for the failed write are removed"
+    assert sorted(p.name for p in repo.iterdir()) == ["a.py", "blocker", "out", "pkg"]
+
+
+def test_write_puts_back_what_it_swapped_when_a_later_swap_fails(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.replace
+    calls = []
+
+    def failing(src, dst):  # type: ignore[no-untyped-def]
+        calls.append(dst)
+        if str(dst).endswith("b.py") and len(calls) == 2:
+            raise OSError("disk full")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(OSError, match="disk full"):
+        Workspace(repo).write({"a.py": "a = 1\n", "pkg/b.py": "b = 1\n"})
+    assert (repo / "a.py").read_text() == "a = 0\n" and (repo / "pkg/b.py").read_text() == "b = 0\n"
+    leftovers = [p.name for p in repo.rglob(".*") if p.is_file()]
+    assert leftovers == [], "no staged or backup file is left behind"
+
+
+def test_write_refuses_a_path_through_a_symlink_before_writing_anything(repo: Path) -> None:
+    with pytest.raises(ForbiddenError):
+        Workspace(repo).write({"a.py": "a = 1\n", "out/planted.py": "x\n"})
+    assert (repo / "a.py").read_text() == "a = 0\n"
+    assert list((repo / "out").iterdir()) == []
+
+
+def test_scratch_is_a_copy_the_user_tree_never_sees(repo: Path) -> None:
+    ws = Workspace(repo)
+    with ws.scratch({"a.py": "a = 2\n", "pkg/new.py": "n\n"}) as scratch:
+        assert (scratch / "a.py").read_text() == "a = 2\n"
+        assert (scratch / "pkg" / "b.py").read_text() == "b = 0\n"
+        (scratch / "junk.txt").write_text("made by a test runner")
+    assert not scratch.exists()
+    assert (repo / "a.py").read_text() == "a = 0\n" and not (repo / "junk.txt").exists()
+    assert not (repo / "pkg" / "new.py").exists()
