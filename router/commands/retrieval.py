@@ -19,18 +19,34 @@ from typing import Any
 __all__ = ["main", "register"]
 
 
+def _retriever(args: argparse.Namespace) -> Any:
+    """The config's retrieval specialist (its index directory, embedder and index options),
+    with ``--index-dir``/``--embedder`` laid over; the retriever's defaults when the config
+    declares none."""
+    from router.config import load_config
+    from router.errors import ConfigError
+    from router.registry import specialist_from_config
+
+    overrides = {"index_dir": args.index_dir, "embedder": args.embedder}
+    try:
+        return specialist_from_config(load_config(args.config).specialists, "retrieval",
+                                      setup=False, **overrides)
+    except ConfigError as exc:
+        if "no specialist of kind" not in str(exc):
+            raise
+    from retrieval.specialist import RetrievalSpecialist
+
+    return RetrievalSpecialist(**{k: v for k, v in overrides.items() if v is not None})
+
+
 def _index_dir(args: argparse.Namespace, repo: Path) -> Path:
-    from retrieval.embedders import data_home
     from retrieval.specialist import index_dir_for
 
-    base = Path(args.index_dir).expanduser() if args.index_dir else data_home() / "indexes"
-    return index_dir_for(base, repo)
+    return index_dir_for(_retriever(args).index_base, repo)
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from retrieval.index import IndexConfig
-
-    return IndexConfig(embedder=args.embedder)
+    return _retriever(args).config
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -109,9 +125,12 @@ def cmd_finetune(args: argparse.Namespace) -> int:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-dir", default=None,
-                   help="where indexes live (default $COMPLEMENT_HOME/indexes)")
-    p.add_argument("--embedder", default="static",
-                   help="static (default), minilm, or a model directory")
+                   help="where indexes live (default: the config's retrieval index_dir)")
+    p.add_argument("--embedder", default=None,
+                   help="static, minilm, or a model directory (default: the config's)")
+    p.add_argument("--config", "-c", metavar="FILE",
+                   help="config whose retrieval specialist is used (default: "
+                        "configs/default.yaml)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 
