@@ -211,13 +211,7 @@ class EditPipeline:
                 return self._finish(req, workspace, files, merged, fmt, result)
         if fallback is not None:
             return self._finish(req, workspace, files, fallback[0], fallback[1], result)
-        result.reason = "every step of the chain failed: " + "; ".join(
-            f"{s.format or s.stage}: {s.reason}" for s in result.trace
-            if s.outcome in ("abstained", "failed", "error") and s.reason) + (
-            "" if any(s.stage == "frontier" and s.outcome == "ok" for s in result.trace)
-            else " (no frontier model answered: " + "; ".join(
-                f"{s.model}: {s.reason}" for s in result.trace
-                if s.stage == "frontier" and s.outcome == "skipped") + ")")
+        result.reason = _why_failed(result.trace)
         return result
 
     # -- input ---------------------------------------------------------------------------
@@ -499,6 +493,18 @@ def _guessed(trace: list[Step]) -> str | None:
         {"fuzzy_placements": "placed {} block(s) by similarity",
          "blank_guesses": "kept {} blank run(s) the sketch wrote shorter"}[k].format(v)
         for k, v in sorted(guesses.items()))
+
+
+def _why_failed(trace: list[Step]) -> str:
+    """Every failed step's reason, once each; and, if no model answered, why not."""
+    failed = dict.fromkeys(f"{s.format or s.stage}: {s.reason}" for s in trace
+                           if s.outcome in ("abstained", "failed", "error") and s.reason)
+    if any(s.stage == "frontier" and s.outcome == "ok" for s in trace):
+        return "every step of the chain failed: " + "; ".join(failed)
+    skipped = dict.fromkeys(f"{s.model}: {s.reason}" for s in trace
+                            if s.stage == "frontier" and s.outcome == "skipped")
+    why = "no frontier model answered: " + "; ".join(skipped)
+    return why + (" (and " + "; ".join(failed) + ")" if failed else "")
 
 
 def _diff(before: str, after: str, path: str) -> str:

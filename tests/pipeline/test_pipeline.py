@@ -199,6 +199,18 @@ def test_missing_key_falls_back_to_next_target(fake: FakeFrontier) -> None:
     assert result.trace[0].outcome == "skipped" and "OPENAI_API_KEY" in (result.trace[0].reason or "")
 
 
+def test_no_model_answering_says_why_once_per_model(fake: FakeFrontier) -> None:
+    from tests.pipeline.conftest import fake_config
+
+    cfg = fake_config(fake)
+    client = FrontierClient(cfg.models, cfg.frontier, cfg.env_refs)
+    result = run(pipe(client, ["keyless"]), EditRequest("doc", texts={"app.py": BEFORE}))
+    assert result.status == "failed" and fake.requests == []
+    reason = result.reason or ""
+    assert reason.startswith("no frontier model answered: keyless: ")
+    assert "OPENAI_API_KEY" in reason and reason.count("keyless:") == 1, reason
+
+
 def test_provider_error_is_a_trace_entry(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push("401")
     result = run(pipe(client, ["fake"]),
