@@ -343,22 +343,6 @@ class EditPipeline:
             step.detail["wall_s"] = round(wall_s, 6)
         return step
 
-    def _model_apply(self, files: dict[str, str], sketch: str | None,
-                     trace: list[Step]) -> dict[str, str] | None:
-        if sketch is None or self.model_applier is None:
-            return None
-        started = time.perf_counter()
-        merged: dict[str, str] = {}
-        for path, body in _sketch_bodies(sketch, files):
-            res = self.model_applier(files.get(path, ""), body, None, path)
-            if not getattr(res, "applied", False):
-                trace.append(Step("apply", "abstained", format="model_apply",
-                                  latency_s=_since(started), reason=getattr(res, "reason", None)))
-                return None
-            merged[path] = res.merged
-        trace.append(Step("apply", "ok", format="model_apply", latency_s=_since(started)))
-        return merged or None
-
     # -- merging an answer -----------------------------------------------------------------
     def _merge_answer(self, fmt: str, answer: str, files: dict[str, str]
                       ) -> tuple[dict[str, str] | None, str | None, dict[str, Any]]:
