@@ -2,10 +2,12 @@
 
 ``cascade`` runs a request (retrieve → sketch → apply → verify → escalate); ``planning``
 writes the prompts and reads the answers; ``workspace`` confines every path and writes all
-or nothing; ``verify`` holds the checks, commands from the config among them.
+or nothing; ``verify`` holds the checks, commands from the config among them; ``outcome``
+is the request, the result and its trace.
 """
 
-from router.edit.cascade import EditPipeline, EditRequest, EditResult, ModelApplier, Step
+from router.edit.cascade import EditPipeline, ModelApplier
+from router.edit.outcome import EditRequest, EditResult, Step
 from router.edit.planning import (
     CHAINS,
     apply_search_replace,

@@ -97,6 +97,15 @@ def test_request_files_out_of_the_repository_are_refused(
         assert fake.requests == []
 
 
+def test_an_answer_naming_a_system_path_is_refused(fake: FakeFrontier,
+                                                    layout: dict[str, Path]) -> None:
+    fake.push(fenced("planted = True\n", "/etc/x"))
+    with running(create_app(fake_config(fake, layout["data"], [layout["root"]]))) as base:
+        r = _edit(base, repo=str(layout["repo"]), files=["app.py"], strategy="whole_file")
+    assert r.status_code == 403 and r.json()["error"]["param"] == "answer", r.text
+    assert "/etc/x" in r.json()["error"]["message"] and not Path("/etc/x").exists()
+
+
 @pytest.mark.parametrize("where", ["dotdot", "absolute", "symlink"])
 @pytest.mark.parametrize("strategy", ["whole_file", "search_replace", "sketch"])
 def test_an_answer_naming_a_path_out_of_the_root_writes_nothing(
