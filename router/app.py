@@ -28,6 +28,7 @@ from router.frontier import FrontierClient
 from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
+from specialists.base import SpecialistError
 
 __all__ = ["app_from_env", "create_app"]
 
@@ -105,6 +106,24 @@ def _include_area_routers(app: FastAPI) -> None:
         app.include_router(importlib.import_module(module_name).router)
 
 
+def _sync_tab_policy(registry: Registry, config: Config) -> None:
+    """Serve the policy version the store says is deployed (publishing the shipped one as
+    the first version on a first start), so the online loop and a restart agree."""
+    tab = registry.find("tab")
+    if tab is None:
+        return
+    from specialists.tab.loop.versions import PolicyStore, sync_deployed
+
+    try:
+        version = sync_deployed(tab, PolicyStore(config.data_path() / "tab"))
+    except (OSError, ValueError, SpecialistError) as exc:  # e.g. a read-only data dir:
+        # serving goes on with the loaded policy
+        log.warning("tab: could not sync the policy store under %s: %s", config.data_path(), exc)
+        return
+    if version is not None:
+        log.info("tab: serving policy version %s", version)
+
+
 def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     """An app for ``config``; pass ``registry`` to run with specialists built elsewhere."""
 
@@ -121,6 +140,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         app.state.metrics.registry.register(EventMetrics(app.state.events))
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
+        await run_in_threadpool(_sync_tab_policy, reg, config)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
         try:

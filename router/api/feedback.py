@@ -43,17 +43,31 @@ def store_of(request: Request) -> EventStore:
     return store
 
 
-def _record(store: EventStore, item: FeedbackItem) -> dict[str, Any]:
+def _record(store: EventStore, item: FeedbackItem, deployed: str | None) -> dict[str, Any]:
     new = store.record_feedback(Feedback(item.request_id, item.outcome, item.chars_accepted))
-    return {"request_id": item.request_id, "status": "recorded" if new else "duplicate"}
+    out: dict[str, Any] = {"request_id": item.request_id,
+                           "status": "recorded" if new else "duplicate"}
+    version = store.version_of(item.request_id)
+    if deployed is not None and version is not None and version != deployed:
+        out["note"] = (f"policy version {version} is no longer deployed (now {deployed}): "
+                       "recorded for its statistics, not trained on")
+    return out
 
 
-def _record_batch(store: EventStore, items: list[FeedbackItem]) -> list[dict[str, Any]]:
+def _deployed(request: Request) -> str | None:
+    """The Tab policy version being served, if a Tab specialist is."""
+    registry = getattr(request.app.state, "registry", None)
+    spec = registry.find("tab") if registry is not None else None
+    return str(spec.version) if spec is not None else None
+
+
+def _record_batch(store: EventStore, items: list[FeedbackItem],
+                  deployed: str | None) -> list[dict[str, Any]]:
     results = []
     for item in items:
         try:
             try:
-                results.append(_record(store, item))
+                results.append(_record(store, item, deployed))
             except SpecialistError as exc:
                 raise from_specialist(exc) from exc
         except ComplementError as exc:
@@ -69,9 +83,10 @@ async def feedback(request: Request) -> dict[str, Any]:
     try:
         if isinstance(body, dict) and "feedback" in body:
             batch = FeedbackBatch.model_validate(body)
-            results = await run_in_threadpool(_record_batch, store, batch.feedback)
+            results = await run_in_threadpool(_record_batch, store, batch.feedback,
+                                              _deployed(request))
             return {"results": results}
         item = FeedbackItem.model_validate(body)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    return await run_in_threadpool(_record, store, item)
+    return await run_in_threadpool(_record, store, item, _deployed(request))

@@ -15,59 +15,178 @@ from specialists.base import SpecialistError
 __all__ = ["add_tab_commands", "register"]
 
 
-def _state_dir(ns: argparse.Namespace) -> Path:
-    return Path(ns.data_dir) if ns.data_dir else Path(ns.out) / "state"
-
-
 def _loop(ns: argparse.Namespace) -> int:
-    from specialists.tab.loop.runner import LoopArgs, run_loop, status
-
     if ns.action == "status":
-        print(json.dumps(status(_state_dir(ns), ns.out), indent=1))
-        return 0
-    if not ns.simulate:
-        print("complement loop: only --simulate is available: live editors feed the same "
-              "API; run `complement serve` and train with `complement tab train "
-              "--from-events`", file=sys.stderr)
-        return 2
+        return _status(ns)
+    if ns.simulate:
+        return _simulated(ns)
+    return _live(ns)
+
+
+def _simulated(ns: argparse.Namespace) -> int:
     from router.config import default_config_path
+    from specialists.tab.loop.runner import LoopArgs, run_loop
 
     fields = {f.name for f in dataclasses.fields(LoopArgs)}
-    args = LoopArgs(**{k: v for k, v in vars(ns).items() if k in fields})
+    args = LoopArgs(**{k: v for k, v in vars(ns).items() if k in fields and v is not None})
     args.config = args.config or str(default_config_path())
     if not Path(args.data).is_dir():
         print(f"complement loop: data directory {args.data!r} not found; pass --data DIR "
               "(JSONL.gz edit pairs, e.g. ../shared/data/commits)", file=sys.stderr)
         return 2
-    summary = run_loop(args, progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    summary = run_loop(args, progress=_progress)
     print(json.dumps(summary))
     return 0
 
 
+def _live(ns: argparse.Namespace) -> int:
+    """Against the running server of the config: its event store, policy store and URL."""
+    from router.config import load_config
+    from specialists.tab.loop.live import LiveArgs, run_live
+    from specialists.tab.loop.versions import PolicyStore
+
+    config = load_config(ns.config)
+    state = Path(ns.data_dir) if ns.data_dir else config.data_path()
+    args = LiveArgs(min_events=ns.min_events, holdout=ns.holdout,
+                    gate_margin=ns.gate_margin if ns.gate_margin is not None
+                    else LiveArgs.gate_margin,
+                    turns=ns.turns if ns.turns is not None else 0,
+                    interval_s=ns.interval, wait_s=ns.wait)
+    url = _server_url(ns, config)
+    events = _events(config, state)
+    try:
+        turns = run_live(args, events, PolicyStore(state / "tab"),
+                         lambda version: _deploy(url, _api_key(ns, config), version, "deploy"),
+                         progress=_progress)
+    except SpecialistError as exc:
+        print(f"complement loop: {exc.message}", file=sys.stderr)
+        return 2
+    except _ServerError as exc:
+        print(f"complement loop: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        events.close()
+    print(json.dumps({"turns": [dataclasses.asdict(t) for t in turns]}))
+    return 0
+
+
+def _status(ns: argparse.Namespace) -> int:
+    """The simulated loop's state (``--simulate``: OUT/state), or the live server's."""
+    from specialists.tab.loop.runner import status
+
+    if ns.simulate:
+        state = Path(ns.data_dir) if ns.data_dir else Path(ns.out) / "state"
+        print(json.dumps(status(state, ns.out), indent=1))
+        return 0
+    from router.config import load_config
+
+    config = load_config(ns.config)
+    state = Path(ns.data_dir) if ns.data_dir else config.data_path()
+    events = _events(config, state)
+    try:
+        print(json.dumps(status(state, None, events), indent=1))
+    finally:
+        events.close()
+    return 0
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _events(config: Any, state: Path) -> Any:
+    from specialists.tab.events import EventStore, sqlite_url
+
+    return EventStore(config.events.url or sqlite_url(state),
+                      feedback_timeout_s=config.events.feedback_timeout_s)
+
+
+def _server_url(ns: argparse.Namespace, config: Any) -> str:
+    if ns.server:
+        return str(ns.server).rstrip("/")
+    host = config.server.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    return f"http://{host}:{config.server.port}"
+
+
+def _api_key(ns: argparse.Namespace, config: Any) -> str | None:
+    """``--api-key``, else ``COMPLEMENT_API_KEY``, else the config's first key."""
+    import os
+
+    keys = [k for k in config.server.api_keys if k]
+    return ns.api_key or os.environ.get("COMPLEMENT_API_KEY") or (keys[0] if keys else None)
+
+
+class _ServerError(Exception):
+    """The server refused or could not be reached."""
+
+
+def _deploy(url: str, key: str | None, version: int, event: str) -> dict[str, Any]:
+    """Ask the running server to hot-swap ``version`` in (it moves the deployed pointer)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        r = httpx.post(f"{url}/v1/tab/deploy", json={"version": version, "event": event},
+                       headers=headers, timeout=120)
+    except httpx.TransportError as exc:
+        raise _ServerError(f"no server at {url} ({exc}); start it with `complement serve`, "
+                           "or pass --server URL") from None
+    if r.status_code != 200:
+        raise _ServerError(f"the server at {url} answered {r.status_code}: {r.text}")
+    return dict(r.json())
+
+
 def register(subparsers: Any) -> None:
+    from specialists.tab.loop.live import LiveArgs
     from specialists.tab.loop.runner import LoopArgs
 
     p = subparsers.add_parser(
-        "loop", help="run the online learning loop: deploy → collect → train → gate → swap",
-        description="Turns of deploy → collect → train → gate → swap against a real server. "
-                    "`complement loop status` prints the deployed version, its lineage and "
-                    "the last turns.")
+        "loop", help="run the online learning loop: collect → train → gate → swap",
+        description="Against the running server of the config (default): wait until the "
+                    "deployed Tab version has --min-events labelled events, train it on "
+                    "them, gate the candidate on held-out events, and hot-swap it into the "
+                    "server; --turns 0 (the default) keeps watching. With --simulate, "
+                    "simulated users replay real edits through a server the loop starts. "
+                    "`complement loop status` prints versions, events and reward per version "
+                    "and the last gate decision.")
     p.add_argument("action", nargs="?", choices=["run", "status"], default="run")
     p.add_argument("--simulate", action="store_true",
                    help="simulated users replay held-out real edits through the HTTP API")
+    live = p.add_argument_group("live loop (without --simulate)")
+    live.add_argument("--server", default=None,
+                      help="the running server's URL (default: from the config)")
+    live.add_argument("--api-key", default=None,
+                      help="key for the server (default: COMPLEMENT_API_KEY or the config's)")
+    live.add_argument("--min-events", type=int, default=LiveArgs.min_events,
+                      help=f"labelled events a turn needs (default {LiveArgs.min_events})")
+    live.add_argument("--holdout", type=float, default=LiveArgs.holdout,
+                      help=f"share of events kept for the gate (default {LiveArgs.holdout})")
+    live.add_argument("--interval", type=float, default=LiveArgs.interval_s,
+                      help="seconds between looks at the event store while waiting")
+    live.add_argument("--wait", type=float, default=None,
+                      help="give up waiting for events after this many seconds")
     defaults = LoopArgs()
-    helps = {"config": "base config whose specialists.tab block is served",
-             "data": "directory of replayed edits (JSONL.gz per project)",
-             "turns": "turns to run (a killed loop resumes its unfinished turn)",
-             "events_per_turn": "labelled events to collect per turn",
-             "users": "concurrent simulated users", "out": "where loop.json/loop.png go",
-             "data_dir": "event store and policy versions (default: OUT/state)",
+    helps = {"config": "config of the server (live) or whose specialists.tab block is "
+                       "served (--simulate)",
+             "data": "--simulate: directory of replayed edits (JSONL.gz per project)",
+             "turns": "turns to run (default: live 0 = keep watching, --simulate 3; a "
+                      "killed simulated loop resumes its unfinished turn)",
+             "events_per_turn": "--simulate: labelled events to collect per turn",
+             "users": "--simulate: concurrent simulated users",
+             "out": "--simulate: where loop.json/loop.png go",
+             "data_dir": "event store and policy versions (default: live, the config's "
+                         "data_dir; --simulate, OUT/state)",
              "gate_margin": "largest reward-per-request drop the gate lets through"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str
+        if f.name in ("turns", "gate_margin"):  # each mode has its own default
+            p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind,
+                           default=None, help=helps[f.name])
+            continue
         p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind,
-                       default=default, help=helps.get(f.name, f"(default: {default})"))
+                       default=default, help=helps.get(f.name, f"--simulate (default: {default})"))
     p.set_defaults(func=_loop)
 
 
@@ -98,8 +217,6 @@ def _sqlite(state: Path) -> str:
 
 
 def _rollback(ns: argparse.Namespace) -> int:
-    import httpx
-
     from router.config import load_config
     from specialists.tab.loop.versions import PolicyStore
 
@@ -111,19 +228,17 @@ def _rollback(ns: argparse.Namespace) -> int:
     except SpecialistError as exc:
         print(f"complement tab rollback: {exc.message}", file=sys.stderr)
         return 2
-    url = ns.server or f"http://{config.server.host}:{config.server.port}"
+    url = _server_url(ns, config)
     try:
-        r = httpx.post(f"{url}/v1/tab/deploy", json={"version": ns.version, "event": "rollback"},
-                       timeout=120)
-    except httpx.TransportError:  # no server running: the next start serves this version
-        store.set_deployed(ns.version)
+        answer = _deploy(url, _api_key(ns, config), ns.version, "rollback")
+    except _ServerError as exc:
+        if "no server at" not in str(exc):
+            print(f"complement tab rollback: {exc}", file=sys.stderr)
+            return 1
+        store.set_deployed(ns.version)  # the next start serves this version
         print(f"no server at {url}; version {ns.version} will be served at the next start")
         return 0
-    if r.status_code != 200:
-        print(f"complement tab rollback: the server answered {r.status_code}: {r.text}",
-              file=sys.stderr)
-        return 1
-    print(json.dumps(r.json()))
+    print(json.dumps(answer))
     return 0
 
 
@@ -146,4 +261,6 @@ def add_tab_commands(tab_sub: Any, train_parser: argparse.ArgumentParser) -> Non
     r.add_argument("--config", default=None)
     r.add_argument("--data-dir", default=None, help="state directory (default: data_dir)")
     r.add_argument("--server", default=None, help="server URL (default: from the config)")
+    r.add_argument("--api-key", default=None,
+                   help="key for the server (default: COMPLEMENT_API_KEY or the config's)")
     r.set_defaults(func=_rollback)

@@ -191,7 +191,9 @@ class EventStore:
                                   .where(self.actions.c.request_id == fb.request_id)).first()
             if action is None:
                 raise NotFoundError(f"no tab request with id {fb.request_id!r}; send the request_id "
-                               "that /v1/tab returned", param="request_id")
+                                    "that /v1/tab returned (a server whose tab specialist "
+                                    "has log_features off logs no decision)",
+                                    param="request_id")
             if not action.shown:
                 raise ConflictError(f"request {fb.request_id!r} showed no suggestion; there is "
                                "nothing to accept or reject", param="request_id")
@@ -256,6 +258,14 @@ class EventStore:
         return [LabelledEvent(r.request_id, r.policy_version, r.action, r.logprob, r.shown,
                               json.loads(r.features), r.suggestion, r.outcome,
                               int(r.chars_accepted or 0)) for r in rows]
+
+    def version_of(self, request_id: str) -> str | None:
+        """The policy version that answered ``request_id`` (``None``: no such request)."""
+        from sqlalchemy import select
+
+        with self.engine.connect() as conn:
+            return conn.execute(select(self.actions.c.policy_version)
+                                .where(self.actions.c.request_id == request_id)).scalar()
 
     def count_other_versions(self, version: str) -> int:
         """Events drawn by any other policy version: off-policy for ``version``."""

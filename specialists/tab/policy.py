@@ -159,6 +159,18 @@ class TabPolicy:
         return Action(index=idx, logprob=float(logp[idx]), version=self.version, suggestion=sug,
                       value=float(value[0]), prob_show=p_show)
 
+    def logprobs(self, obs_list: Sequence[Observation], indices: Sequence[int]) -> list[float]:
+        """log π(action | obs) of given actions under this policy (off-policy evaluation)."""
+        import torch
+
+        if not obs_list:
+            return []
+        with torch.inference_mode():
+            logits, _ = self.net(*self._tensors(obs_list))
+            logp = torch.log_softmax(logits, dim=-1)
+            idx = torch.tensor([int(i) for i in indices])[:, None]
+            return [float(x) for x in logp.gather(1, idx).squeeze(1)]
+
     # -- learning ----------------------------------------------------------------------
     def fit_normalizer(self, obs_list: Sequence[Observation]) -> None:
         """Feature scaling from observations (before the first update; saved with the head)."""

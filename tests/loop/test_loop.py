@@ -112,6 +112,47 @@ def test_collect_train_gate_swap(served: tuple[str, Any, PolicyStore, int],
         train_from_events(events, store)
 
 
+def test_logged_gate_ships_a_better_candidate_and_holds_back_a_worse_one(
+        served: tuple[str, Any, PolicyStore, int], toy_data: Path, tmp_path: Path) -> None:
+    """Off-policy evaluation on logged events: users who accept every suggestion make a
+    never-show candidate worse than the deployed version, an always-show one better."""
+    import torch
+
+    from specialists.tab.loop.gate import LoggedGate
+    from specialists.tab.policy import TabPolicy
+
+    url, app, store, v = served
+    for pair in load_split(toy_data, "toy"):
+        text = pair.after
+        for cursor in range(4, len(text), 5):
+            answer = httpx.post(f"{url}/v1/tab", timeout=60, json={
+                "file": text[:cursor], "cursor": cursor, "language": "python"}).json()
+            if answer["suggestion"] is not None:
+                httpx.post(f"{url}/v1/feedback", timeout=30, json={
+                    "request_id": answer["request_id"], "outcome": "accepted"})
+    held = app.state.events.labelled(str(v))
+    shown = sum(e.shown for e in held)
+    assert 0 < shown < len(held), "the test needs both decisions in the log"
+
+    def candidate(none_bias: float, name: str) -> Path:
+        policy = TabPolicy.load(store.path(v))
+        with torch.no_grad():
+            policy.net.none.bias.fill_(none_bias)
+        policy.save(tmp_path / name)
+        return tmp_path / name
+
+    gate = LoggedGate(margin=0.005)
+    never = gate.check(candidate(50.0, "never"), v + 1, v, held)
+    always = gate.check(candidate(-50.0, "always"), v + 2, v, held)
+    assert never.reward_deployed == pytest.approx(0.75 * shown / len(held))
+    assert not never.passed and never.reward_candidate == pytest.approx(0.0, abs=1e-6)
+    # (states with no candidate keep "nothing shown" under any policy, so below 0.75)
+    assert always.passed and always.reward_deployed < always.reward_candidate <= 0.75 + 1e-9
+    assert "held back" in never.reason and "ships" in always.reason
+    too_few = LoggedGate(min_events=len(held) + 1).check(candidate(0.0, "same"), v + 3, v, held)
+    assert not too_few.passed and "held-out events" in too_few.reason
+
+
 def test_swap_under_load_loses_no_request(served: tuple[str, Any, PolicyStore, int],
                                           tmp_path: Path) -> None:
     from specialists.tab.policy import TabPolicy
@@ -249,9 +290,9 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
         assert t["extra"]["acknowledged"] == t["extra"]["stored"]  # nothing lost
     assert log["turns"][1]["off_policy_refused"] >= (40 if log["turns"][0]["shipped"] else 0)
     assert (out / "loop.png").stat().st_size > 1000
-    status = subprocess.run([sys.executable, "-m", "router.cli", "loop", "status", "--out",
-                             str(out)], cwd=REPO, env=env, capture_output=True, text=True,
-                            timeout=120)
+    status = subprocess.run([sys.executable, "-m", "router.cli", "loop", "status", "--simulate",
+                             "--out", str(out)], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
     info = json.loads(status.stdout)
     assert info["deployed"] in info["versions"] and info["lineage"][0]["version"] == info["deployed"]
     assert len(info["last_turns"]) == 2

@@ -1,8 +1,15 @@
-"""The quality gate: a candidate version ships only if, replayed on held-out edits, its
-reward per request does not fall below the deployed version's by more than a margin.
+"""The quality gates: a candidate version ships only if its reward per request does not
+fall below the deployed version's by more than a margin.
 
-Both versions see the same states (one shared observation cache: the LM is frozen) and
-draw their actions with the same seed, so the comparison is paired.
+``Gate`` replays held-out edits (the simulated loop, which has edit histories): both versions
+see the same states (one shared observation cache: the LM is frozen) and draw their actions
+with the same seed, so the comparison is paired.
+
+``LoggedGate`` judges on what a live server logged (the live loop, which has only its
+users): the deployed version's held-out events, each with the action it took, that action's
+log-probability and the user's answer. The candidate's reward there is estimated off-policy
+by self-normalised importance sampling (SNIPS): each event's reward weighted by
+π_candidate(action | state) / π_deployed(action | state).
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["GateResult", "Gate"]
+__all__ = ["GateResult", "Gate", "LoggedGate"]
 
 
 @dataclass
@@ -61,6 +68,50 @@ class Gate:
         reason = (f"reward per request {new:+.4f} vs deployed {old:+.4f} "
                   f"(margin {self.margin}): " + ("ships" if passed else "held back"))
         return GateResult(passed, candidate, deployed, new, old, self.margin, n,
+                          time.monotonic() - t0, reason)
+
+
+class LoggedGate:
+    """The gate on logged events (see the module docstring)."""
+
+    def __init__(self, *, margin: float = 0.005, max_weight: float = 20.0,
+                 min_events: int = 20) -> None:
+        self.margin = margin
+        self.max_weight = max_weight
+        """Importance weights are clipped here: one rare action must not decide alone."""
+        self.min_events = min_events
+
+    def check(self, candidate_dir: str | Path, candidate: int, deployed: int,
+              held: Sequence[Any], reward: Any = None) -> GateResult:
+        import math
+
+        from specialists.tab.features import from_features
+        from specialists.tab.loop.trainer import reward_of
+        from specialists.tab.policy import TabPolicy
+        from specialists.tab.replay import RewardConfig
+
+        t0 = time.monotonic()
+        reward = reward or RewardConfig()
+        if len(held) < self.min_events:
+            return GateResult(False, candidate, deployed, 0.0, 0.0, self.margin, len(held),
+                              time.monotonic() - t0,
+                              f"only {len(held)} held-out events (need {self.min_events}): "
+                              "held back")
+        policy = TabPolicy.load(candidate_dir)
+        n_feat = policy.config.n_action
+        observations = [from_features(e.features, n_feat) for e in held]
+        new_logp = policy.logprobs(observations, [int(e.action) for e in held])
+        rewards = [reward_of(e, reward) for e in held]
+        weights = [min(self.max_weight, math.exp(new - float(e.logprob)))
+                   for new, e in zip(new_logp, held)]
+        old = sum(rewards) / len(rewards)
+        new = sum(w * r for w, r in zip(weights, rewards)) / max(sum(weights), 1e-12)
+        ess = sum(weights) ** 2 / max(sum(w * w for w in weights), 1e-12)
+        passed = new >= old - self.margin
+        reason = (f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f} on "
+                  f"{len(held)} held-out events (effective {ess:.0f}; margin {self.margin}): "
+                  + ("ships" if passed else "held back"))
+        return GateResult(passed, candidate, deployed, new, old, self.margin, len(held),
                           time.monotonic() - t0, reason)
 
 

@@ -147,11 +147,12 @@ def _bootstrap(store: PolicyStore, checkpoint: Path) -> int:
     deployed = store.deployed()
     if deployed is not None:
         return deployed
+    from specialists.tab.loop.versions import publish_policy
     from specialists.tab.policy import TabPolicy
 
     policy = TabPolicy.load(checkpoint)
-    store.publish(checkpoint, policy.version,
-                  {"parent": None, "source": str(checkpoint), "events_used": 0})
+    publish_policy(store, checkpoint, policy.version,
+                   {"parent": None, "source": str(checkpoint), "events_used": 0})
     store.set_deployed(policy.version)
     return policy.version
 
@@ -324,10 +325,26 @@ def plot_turns(turns: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def status(data_dir: str | Path, out: str | Path | None = None) -> dict[str, Any]:
+def status(data_dir: str | Path, out: str | Path | None = None,
+           events: EventStore | None = None) -> dict[str, Any]:
+    """The deployed version and its lineage; with ``events``, every version's labelled
+    events and reward, and the last gate decision; the last turns of either loop."""
+    from specialists.tab.loop.live import live_log, read_turns
+
     store = PolicyStore(Path(data_dir) / "tab")
     deployed = store.deployed()
     info: dict[str, Any] = {"deployed": deployed, "versions": store.versions()}
+    if events is not None:
+        info["events_per_version"] = sorted(
+            events.version_stats(), key=lambda r: (0, int(r["version"]), "")
+            if str(r["version"]).isdigit() else (1, 0, str(r["version"])))
+        gates = [d for d in events.deploy_log(200) if d["event"] in ("gate_passed",
+                                                                      "gate_failed")]
+        info["last_gate"] = gates[0] if gates else None
+        info["pending_feedback"] = events.pending()
+    live = read_turns(live_log(store))
+    if live:
+        info["live_turns"] = live[-5:]
     if deployed is not None:
         chain: list[dict[str, Any]] = []
         v: int | None = deployed

@@ -6,6 +6,7 @@ version are counted and refused, never silently mixed in (DESIGN.md, the online 
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import tempfile
 import time
@@ -18,7 +19,7 @@ from specialists.tab.events import EventStore, LabelledEvent
 from specialists.tab.features import from_features
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["TrainReport", "reward_of", "train_from_events"]
+__all__ = ["TrainReport", "held_out", "reward_of", "split_events", "train_from_events"]
 
 
 @dataclass
@@ -50,9 +51,27 @@ def code_revision() -> str:
         return "unknown"
 
 
+def held_out(request_id: str, share: float) -> bool:
+    """Is this event in the held-out part? A hash of its id decides, so the trainer and the
+    gate agree on the split without sharing state, and a rerun splits the same way."""
+    if share <= 0:
+        return False
+    digest = hashlib.blake2b(request_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % 10_000 < share * 10_000
+
+
+def split_events(labelled: list[LabelledEvent], share: float
+                 ) -> tuple[list[LabelledEvent], list[LabelledEvent]]:
+    """(train, held out): the gate judges a candidate on events it was not trained on."""
+    held = [e for e in labelled if held_out(e.request_id, share)]
+    return [e for e in labelled if not held_out(e.request_id, share)], held
+
+
 def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int = 1,
-                      reward: Any = None) -> TrainReport:
-    """One policy-gradient update on the deployed version's labelled events; publishes v+1."""
+                      reward: Any = None, holdout: float = 0.0) -> TrainReport:
+    """One policy-gradient update on the deployed version's labelled events; publishes v+1.
+
+    ``holdout``: the share of events kept out of training for the gate (``split_events``)."""
     from specialists.tab.policy import Action, Sample, TabPolicy
     from specialists.tab.replay import RewardConfig
 
@@ -63,7 +82,7 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
         raise SpecialistError(f"no deployed policy under {store.root}; deploy one first "
                          "(complement loop deploys the shipped checkpoint)")
     policy = TabPolicy.load(store.path(parent))
-    labelled = events.labelled(str(parent))
+    labelled, _ = split_events(events.labelled(str(parent)), holdout)
     refused = events.count_other_versions(str(parent))
     if len(labelled) < min_events:
         raise SpecialistError(f"only {len(labelled)} labelled events for version {parent} "

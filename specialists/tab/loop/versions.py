@@ -19,7 +19,7 @@ from typing import Any
 
 from specialists.base import NotFoundError
 
-__all__ = ["PolicyStore"]
+__all__ = ["POLICY_FILES", "PolicyStore", "publish_policy", "sync_deployed"]
 
 
 class PolicyStore:
@@ -76,3 +76,42 @@ class PolicyStore:
         tmp = self.pointer.with_name(f".deployed-{os.getpid()}")
         tmp.write_text(f"{version}\n")
         os.replace(tmp, self.pointer)
+
+
+POLICY_FILES = ("policy.json", "policy.safetensors")
+
+
+def publish_policy(store: PolicyStore, source: str | Path, version: int,
+                   lineage: dict[str, Any]) -> Path:
+    """Publish the policy files of ``source`` (a checkpoint or policy directory) as
+    ``version``; the LM weights beside them stay where they are."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in POLICY_FILES:
+            shutil.copy2(Path(source) / name, Path(tmp) / name)
+        return store.publish(tmp, version, lineage)
+
+
+def sync_deployed(spec: Any, store: PolicyStore) -> int | None:
+    """Make a starting server and its policy store agree.
+
+    The first start publishes the policy the Tab specialist loaded as the store's first
+    version and deploys it, so the loop has something to train; later starts serve the
+    version the store says is deployed (the loop's last swap, or a rollback made while the
+    server was down). Returns the deployed version (``None`` for a specialist without a
+    swappable policy).
+    """
+    policy = getattr(spec, "policy", None)
+    if policy is None or not hasattr(spec, "swap"):
+        return None
+    deployed = store.deployed()
+    if deployed is None:
+        version = int(policy.version)
+        publish_policy(store, spec.policy_path, version,
+                       {"parent": None, "source": str(spec.policy_path), "events_used": 0})
+        store.set_deployed(version)
+        return version
+    if deployed != int(policy.version):
+        from specialists.tab.policy import TabPolicy
+
+        spec.swap(TabPolicy.load(store.path(deployed)))
+    return deployed
