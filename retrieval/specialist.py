@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -87,10 +88,12 @@ class RetrievalSpecialist(Specialist):
         self._last_repo: Path | None = None
         self._loader: threading.Thread | None = None
         self._load_error: str | None = None
+        self._started = time.monotonic()
 
     def setup(self) -> None:
         """Load the embedder in the background: the first build of the default static
         model takes minutes, and the server should answer health checks meanwhile."""
+        self._started = time.monotonic()
         self._loader = threading.Thread(target=self._load_embedder, name="retrieval-setup",
                                         daemon=True)
         self._loader.start()
@@ -188,10 +191,11 @@ class RetrievalSpecialist(Specialist):
         return Result(output=out, confidence=float(out["results"][0]["score"]))
 
     def health(self) -> dict[str, Any]:
-        # ready while loading: the first start builds the default model (minutes), and the
-        # rest of the server should not wait for it; retrieval requests answer 503 meanwhile
+        # the embedder loads in the background: the server answers health checks and the
+        # other specialists meanwhile, /readyz says "loading" and retrieval requests 503
         loading = self._loader is not None and self._loader.is_alive()
         return {"ok": not self._load_error, "loading": loading,
+                "loading_for_s": round(time.monotonic() - self._started, 1) if loading else None,
                 "error": self._load_error, "version": self.version,
                 "embedder": self.config.embedder,
                 "allowed_root": str(self.allowed_root) if self.allowed_root else None,

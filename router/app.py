@@ -10,10 +10,12 @@ import hmac
 import importlib
 import logging
 import os
+import time
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from router.config import Config, is_loopback
@@ -50,6 +52,48 @@ async def _send_error(send: Send, exc: ComplementError) -> None:
 
 async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
+
+
+#: Which route a path belongs to, for responses no route answered (errors, specialists).
+_PATH_ROUTES = (("/v1/chat/", "chat"), ("/v1/tab", "tab"), ("/v1/feedback", "feedback"),
+                ("/v1/apply", "apply"), ("/v1/edit", "edit"), ("/v1/retrieve", "retrieval"),
+                ("/v1/index", "retrieval"))
+
+
+def _route_of(path: str) -> str:
+    return next((route for prefix, route in _PATH_ROUTES if path.startswith(prefix)), "system")
+
+
+class HeadersMiddleware:
+    """Every response, errors included, says which route and model served it, what it cost
+    and how long it took (``x-complement-*``). An endpoint that knows better sets them
+    itself, or puts ``complement_route`` / ``complement_model`` / ``complement_cost_usd`` on
+    ``request.state``; the rest are filled in here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        state = scope.setdefault("state", {})
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                defaults = {
+                    "x-complement-route": state.get("complement_route") or _route_of(scope["path"]),
+                    "x-complement-model": state.get("complement_model") or "none",
+                    "x-complement-cost-usd": f"{float(state.get('complement_cost_usd') or 0):.8f}",
+                    "x-complement-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}"}
+                for key, value in defaults.items():
+                    if key not in headers:
+                        headers[key] = value
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
 
 
 class GuardMiddleware:
@@ -159,6 +203,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
                        max_body_bytes=config.server.max_body_bytes)
+    app.add_middleware(HeadersMiddleware)  # outermost: the guard's 401 and 413 get them too
     return app
 
 

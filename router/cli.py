@@ -6,6 +6,7 @@ import argparse
 import importlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -90,16 +91,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from router.registry import Registry
     from router.routing import Router
 
+    from router.api.system import readiness
+
     config = load_config(args.config)
     registry = Registry.from_config(config.specialists)
     if not args.skip_load:
         registry.setup_all()
+        deadline = time.monotonic() + args.wait
+        while readiness(registry)[0] == "loading" and time.monotonic() < deadline:
+            time.sleep(0.5)
     router = Router(config.routes, FrontierClient(config.models, config.frontier,
                                                   config.env_refs), registry)
-    print("specialists:")
+    overall, health = readiness(registry)
+    print(f"specialists: {overall}")
     for name, spec in registry:
-        status = f"FAILED: {registry.errors[name]}" if name in registry.errors else \
-            f"ok (kind {spec.kind}, version {spec.version})"
+        info = health[name]
+        if name in registry.errors or not info.get("ok", False):
+            status = f"FAILED: {registry.errors.get(name) or info.get('error')}"
+        elif info.get("loading"):
+            status = (f"LOADING for {info.get('loading_for_s') or 0:g}s (kind {spec.kind}); "
+                      "it answers 503 until done (doctor --wait S waits)")
+        else:
+            status = f"ok (kind {spec.kind}, version {spec.version})"
         print(f"  {name:<14} {status}")
     print("routes:")
     live = 0
@@ -138,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arg(doctor)
     doctor.add_argument("--skip-load", action="store_true",
                         help="do not load specialist models (faster; load errors not shown)")
+    doctor.add_argument("--wait", type=float, default=5.0, metavar="S",
+                        help="wait up to S seconds for specialists that load in the "
+                             "background, then report the rest as loading (default 5)")
     doctor.set_defaults(func=cmd_doctor)
 
     for module_name in AREA_CLIS:

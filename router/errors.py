@@ -204,6 +204,8 @@ def install_handlers(app: "FastAPI") -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        if err.get("type") == "json_invalid":
+            return error_response(_decode_error(err, getattr(exc, "body", None)))
         loc = [str(p) for p in err.get("loc", ()) if p != "body"]
         param = ".".join(loc) or None
         msg = err.get("msg")
@@ -223,6 +225,19 @@ def install_handlers(app: "FastAPI") -> None:
         log.exception("unhandled error on %s", request.url.path)
         return error_response(ComplementError(
             f"internal error ({type(exc).__name__}); the server logged the details"))
+
+
+def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:
+    """Malformed JSON, said the way ``json`` says it: what, line, column (no field is at
+    fault, so ``param`` is null)."""
+    loc = list(err.get("loc", ()))
+    pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    what = (err.get("ctx") or {}).get("error") or "JSON decode error"
+    return BadRequest(f"the request body is not valid JSON: {what}: line {line} column "
+                      f"{column} (char {pos})")
 
 
 def error_response(exc: ComplementError) -> Any:

@@ -170,7 +170,10 @@ def uses(kind: str) -> Callable[[Request], Specialist]:
 
 def _dependency(kind: str) -> Callable[[Request], Specialist]:
     def specialist(request: Request) -> Specialist:
-        return specialist_for(request, kind)
+        spec = specialist_for(request, kind)
+        # what answers this request, for the x-complement-model header
+        request.state.complement_model = f"{type(spec).__name__}@{spec.version}"
+        return spec
 
     specialist.__name__ = f"uses_{kind}"
     return specialist

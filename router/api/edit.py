@@ -81,6 +81,7 @@ async def edit(body: EditBody, request: Request,
     if body.write and not body.repo:
         raise BadRequest("write needs repo: the directory the files are written into",
                          param="write")
+    request.state.complement_route = body.route
     config = request.app.state.config
     repo = resolve_repo(body.repo, config.workspace.roots()) if body.repo else None
     pipeline = pipeline_for(request.app.state, body.route, repo, applier)
@@ -88,4 +89,7 @@ async def edit(body: EditBody, request: Request,
                       files=body.files, texts=body.texts, strategy=body.strategy,
                       write=body.write, replay_task=body.replay_task)
     result = await pipeline.run(req)
+    request.state.complement_route = body.route
+    request.state.complement_model = result.model or "none"
+    request.state.complement_cost_usd = result.cost_usd
     return {"object": "edit", **result.to_dict()}

@@ -33,18 +33,31 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
-async def readyz(request: Request) -> Response:
-    registry = request.app.state.registry
-    specialists = {}
+def readiness(registry: Any) -> tuple[str, dict[str, Any]]:
+    """``ready`` when every specialist can answer now; ``loading`` while any still loads
+    (its health says how far); ``not ready`` when one failed. Shared with ``doctor``."""
+    specialists: dict[str, Any] = {}
     for name, spec in registry:
         if name in registry.errors:
             specialists[name] = {"ok": False, "error": registry.errors[name]}
         else:
             specialists[name] = spec.health()
-    ok = all(s.get("ok", False) for s in specialists.values())
-    return JSONResponse({"status": "ready" if ok else "not ready", "specialists": specialists},
-                        status_code=200 if ok else 503)
+    if not all(s.get("ok", False) for s in specialists.values()):
+        return "not ready", specialists
+    if any(s.get("loading") for s in specialists.values()):
+        return "loading", specialists
+    return "ready", specialists
+
+
+@router.get("/readyz", response_model=None)
+async def readyz(request: Request) -> Response:
+    """200 only when every configured specialist answers; 503 while any loads or failed."""
+    registry = getattr(request.app.state, "registry", None)
+    if registry is None:
+        return JSONResponse({"status": "loading", "specialists": {}}, status_code=503)
+    status, specialists = readiness(registry)
+    return JSONResponse({"status": status, "specialists": specialists},
+                        status_code=200 if status == "ready" else 503)
 
 
 @router.get("/metrics")

@@ -79,3 +79,30 @@ class Raiser(Specialist):
         import specialists.base as base
 
         raise getattr(base, str(request["sketch"]))("raised on purpose", param="sketch")
+
+
+class SlowStarter(Specialist):
+    """Loads in the background for ``seconds`` (as the retriever builds its embedder)."""
+
+    kind = "chat"
+
+    def __init__(self, seconds: float = 1.0) -> None:
+        super().__init__(seconds=seconds)
+        self.seconds = seconds
+        self._done = False
+
+    def setup(self) -> None:
+        import threading
+        import time
+
+        def load() -> None:
+            time.sleep(self.seconds)
+            self._done = True
+
+        threading.Thread(target=load, daemon=True).start()
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": True, "loading": not self._done, "version": self.version}
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        return Result(output="ready", confidence=1.0)

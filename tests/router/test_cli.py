@@ -30,7 +30,9 @@ def _cli() -> list[str]:
 
 def test_serve_default_config_answers_healthz_offline(tmp_path: Path) -> None:
     port = free_port()
-    env = _env() | {"COMPLEMENT_DATA_DIR": str(tmp_path)}
+    # the default config, with retrieval on a hashing embedder: the default one is built on a
+    # first start (minutes on 2 cores; its recipe is tested in tests/retrieval)
+    env = _env() | {"COMPLEMENT_DATA_DIR": str(tmp_path), "COMPLEMENT_EMBEDDER": "hash:64"}
     proc = subprocess.Popen([*_cli(), "serve", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -46,7 +48,7 @@ def test_serve_default_config_answers_healthz_offline(tmp_path: Path) -> None:
         assert r.json() == {"status": "ok"}
         base = f"http://127.0.0.1:{port}"
         while (ready := httpx.get(f"{base}/readyz", timeout=30)).status_code != 200:
-            assert time.monotonic() < deadline, ready.text  # the embedder loads in background
+            assert time.monotonic() < deadline, ready.text  # 503 while a specialist loads
             time.sleep(0.5)
         assert set(ready.json()["specialists"]) == {"tab", "apply", "retrieval"}
         # every local specialist works with no key
