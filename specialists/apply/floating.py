@@ -64,7 +64,22 @@ def _locate_code(merger: Merger, j0: int, j1: int, lo: int, hi: int) -> tuple[in
     if not merger.options.fuzzy or not js:
         raise Abstain("a block between two markers has no line of the original to anchor on",
                       span)
-    return _fuzzy_region(merger, js, lo, hi, span)
+    t0, t1 = _fuzzy_region(merger, js, lo, hi, span)
+    if head is not None:
+        _check_not_renamed(merger, head[1], t0, t1, span)
+    return t0, t1
+
+
+def _check_not_renamed(merger: Merger, name: str, t0: int, t1: int,
+                       span: tuple[int, int]) -> None:
+    """A block that opens a definition the original does not have, placed by similarity
+    over one that defines another name, would delete that one: in a small file a short
+    new function looks like any other. It may as well be new code beside it: abstain."""
+    for p in range(t0, t1):
+        found = definition_name(merger.ok[p], merger.language)
+        if found is not None and found[1] != name:
+            raise Abstain(f"a new definition {name!r} resembles {found[1]!r}; the sketch does "
+                          f"not say whether it replaces it or goes beside it", span)
 
 
 def _opens_body(merger: Merger, js: list[int], j1: int) -> bool:
