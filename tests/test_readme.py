@@ -39,8 +39,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("COMPLEMENT_API_KEY", "ANTHROPIC_API_KEY", "COMPLEMENT_TAB_COLLECT")}
+    env.pop("COMPLEMENT_EMBEDDER", None)  # the default, shipped embedder
     env.update(COMPLEMENT_DATA_DIR=str(tmp_path_factory.mktemp("readme-data")),
-               COMPLEMENT_EMBEDDER="hash:64",  # the default one is built on a first start
                OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=fake.url, PYTHONPATH=str(REPO),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     log = tmp_path_factory.mktemp("readme-log") / "server.log"

@@ -123,6 +123,20 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ship(args: argparse.Namespace) -> int:
+    from retrieval.shipped import SHIPPED_DIR, ship
+
+    source = Path(args.source).expanduser()
+    if not (source / "static.json").is_file():
+        print(f"complement retrieval ship: {source} is not a static embedder directory "
+              "(build one with `complement retrieval finetune --out DIR`)", file=sys.stderr)
+        return 2
+    meta = ship(source, Path(args.out) if args.out else SHIPPED_DIR)
+    print(json.dumps({"out": str(args.out or SHIPPED_DIR), "sha256": meta["sha256"],
+                      "fingerprint": meta["fingerprint"]}))
+    return 0
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-dir", default=None,
                    help="where indexes live (default: the config's retrieval index_dir)")
@@ -168,6 +182,12 @@ def register(subparsers: Any) -> None:
     f.add_argument("--batch-size", type=int, default=256)
     f.add_argument("--lr", type=float, default=3e-3)
     f.set_defaults(func=cmd_finetune)
+    s = sub.add_parser("ship", help="quantise a built static embedder into the package as the "
+                                    "shipped default (int8 + checksums)")
+    s.add_argument("source", help="a static embedder directory (complement retrieval finetune "
+                                  "--out DIR)")
+    s.add_argument("--out", default=None, help="target (default: retrieval/shipped/static-ft)")
+    s.set_defaults(func=cmd_ship)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,12 +33,10 @@ def _pairs(copies: int) -> list[Pair]:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     data = tmp_path_factory.mktemp("live-data")
-    out = {k: v for k, v in os.environ.items() if k not in ("COMPLEMENT_API_KEY",
-                                                               "COMPLEMENT_TAB_COLLECT")}
-    # the default config, on a fresh data directory; retrieval on a hashing embedder so
-    # the test builds no embedding model
-    out.update(COMPLEMENT_DATA_DIR=str(data), COMPLEMENT_EMBEDDER="hash:64",
-               PYTHONPATH=str(REPO))
+    out = {k: v for k, v in os.environ.items()
+           if k not in ("COMPLEMENT_API_KEY", "COMPLEMENT_TAB_COLLECT", "COMPLEMENT_EMBEDDER")}
+    # the default config (its shipped embedder included) on a fresh data directory
+    out.update(COMPLEMENT_DATA_DIR=str(data), PYTHONPATH=str(REPO))
     return out
 
 
