@@ -4,6 +4,7 @@ for OpenAI), unless a `<!-- readme-test: skip (why) -->` line right above it say
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -92,3 +93,52 @@ def test_readme_block_runs(server: tuple[str, dict[str, str]], lang: str, code: 
                                   f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     assert "Traceback" not in done.stderr
     assert '"error"' not in done.stdout or "showed no suggestion" in done.stdout, done.stdout
+
+
+def _fenced(lang: str) -> list[tuple[str, int]]:
+    """The README's fenced blocks whose info string is ``lang`` ("" for plain ones)."""
+    out, current, start, body = [], None, 0, []  # type: ignore[var-annotated]
+    for number, line in enumerate((REPO / "README.md").read_text().splitlines(), 1):
+        if current is None and line.startswith("```"):
+            current, start, body = line[3:].strip(), number, []
+        elif current is not None and line.strip() == "```":
+            if current == lang:
+                out.append(("\n".join(body) + "\n", start))
+            current = None
+        elif current is not None:
+            body.append(line)
+    return out
+
+
+def test_readme_config_snippets_are_valid_config() -> None:
+    """Each YAML block, laid over the default config, passes the config's validation."""
+    import yaml
+
+    from router.config import parse_config
+
+    default = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    snippets = _fenced("yaml")
+    assert snippets
+    for code, line in snippets:
+        fragment = yaml.safe_load(code)
+        merged = dict(default)
+        for key, value in fragment.items():
+            base = merged.get(key)
+            merged[key] = {**base, **value} if isinstance(base, dict) and isinstance(
+                value, dict) else value
+        parse_config(merged, source=f"README.md:{line}", env={})
+
+
+def test_readme_json_examples_parse() -> None:
+    for code, line in _fenced("json"):
+        json.loads(code), f"README.md:{line}"
+
+
+def test_readme_command_list_names_real_commands() -> None:
+    from router.cli import build_parser
+
+    parser = build_parser()
+    known = set(next(a for a in parser._actions if a.dest == "command").choices)
+    listed = [ln.split()[1] for code, _ in _fenced("") for ln in code.splitlines()
+              if ln.startswith("complement ")]
+    assert listed and set(listed) <= known, set(listed) - known
