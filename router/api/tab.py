@@ -22,7 +22,8 @@ from starlette.concurrency import run_in_threadpool
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "create_app"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "create_app", "log_action",
+           "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -58,8 +59,13 @@ def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
     result = spec.answer(payload)
+    log_action(getattr(request.app.state, "events", None), result)
+    return tab_response(result)
+
+
+def tab_response(result: Any) -> dict[str, Any]:
+    """The ``/v1/tab`` answer for a Tab specialist's result (the LSP server's too)."""
     meta = result.meta
-    _log_action(request, result)
     return {
         "request_id": meta.get("request_id"),
         "policy_version": meta.get("policy_version"),
@@ -72,10 +78,9 @@ def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
     }
 
 
-def _log_action(request: Request, result: Any) -> None:
-    """Record the policy's decision in the event store (when the server keeps one and the
+def log_action(store: Any, result: Any) -> None:
+    """Record the policy's decision in the event store (when there is one and the
     specialist logs features): the loop trains on exactly these events."""
-    store = getattr(request.app.state, "events", None)
     meta = result.meta
     if store is None or "features" not in meta or meta.get("cancelled"):
         return

@@ -1,0 +1,263 @@
+"""``complement lsp``: Tab and the applier in any editor, over the Language Server Protocol.
+
+A stdio language server (pygls) with:
+
+* ``textDocument/inlineCompletion`` (LSP 3.18): the Tab specialist's suggestion for the
+  document, the cursor and the recent edits (tracked from ``didChange``), as ghost text.
+  The document's URI is the Tab ``session`` and its version the ``seq``, so a request made
+  stale by typing is cancelled by the specialist; ``$/cancelRequest`` cancels it here.
+* feedback: accepting runs the item's command (``complement.accept``), which posts
+  ``accepted``; a shown suggestion the next change does not take is posted ``rejected``.
+* a code action, "Apply sketch from selection": the selected text is a lazy sketch of the
+  rest of the document; the applier's merge replaces the document (``WorkspaceEdit``), or
+  the action is offered disabled with the applier's reason. The command
+  ``complement.applySketch`` takes the sketch as an argument instead (from the clipboard).
+
+It talks to a running server (``--server URL``), or loads the config's specialists
+in-process when none is given (decisions and feedback then go to the config's event store,
+as the server's would).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+# pygls reads the handlers' annotations at run time: the types they name live at module level
+from lsprotocol import types as t
+from pygls.lsp.server import LanguageServer
+
+__all__ = ["Backend", "HttpBackend", "LocalBackend", "build_server"]
+
+log = logging.getLogger(__name__)
+ACCEPT = "complement.accept"
+APPLY = "complement.applySketch"
+MAX_RECENT_EDITS = 8
+
+
+class Backend(Protocol):
+    """Where suggestions, feedback and merges come from."""
+
+    def suggest(self, payload: dict[str, Any]) -> dict[str, Any]: ...
+
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None: ...
+
+    def apply(self, original: str, sketch: str, path: str | None) -> dict[str, Any]: ...
+
+
+class HttpBackend:
+    """A running ``complement serve``: ``/v1/tab``, ``/v1/feedback``, ``/v1/apply``."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 10.0) -> None:
+        import httpx
+
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+
+    def suggest(self, payload: dict[str, Any]) -> dict[str, Any]:
+        r = self.client.post("/v1/tab", json=payload)
+        r.raise_for_status()
+        return dict(r.json())
+
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None:
+        body: dict[str, Any] = {"request_id": request_id, "outcome": outcome}
+        if chars is not None:
+            body["chars_accepted"] = chars
+        r = self.client.post("/v1/feedback", json=body)
+        if r.status_code >= 400:  # too late, already answered: say so, never crash the editor
+            log.warning("feedback for %s: %s %s", request_id, r.status_code, r.text[:200])
+
+    def apply(self, original: str, sketch: str, path: str | None) -> dict[str, Any]:
+        r = self.client.post("/v1/apply", json={"original": original, "sketch": sketch,
+                                                "path": path})
+        r.raise_for_status()
+        return dict(r.json())
+
+
+class LocalBackend:
+    """The config's Tab and apply specialists in this process, logging to its event store."""
+
+    def __init__(self, config: Any) -> None:
+        from router.registry import specialist_from_config
+        from specialists.tab.events import EventStore
+
+        from specialists.tab.loop.versions import PolicyStore, sync_deployed
+
+        self.tab = specialist_from_config(config.specialists, "tab")
+        sync_deployed(self.tab, PolicyStore(config.data_path() / "tab"))  # as the server does
+        self.applier = specialist_from_config(config.specialists, "apply")
+        self.events = EventStore(config.events_url(),
+                                 feedback_timeout_s=config.events.feedback_timeout_s)
+
+    def suggest(self, payload: dict[str, Any]) -> dict[str, Any]:
+        from router.api.tab import log_action, tab_response
+
+        result = self.tab.answer(payload)
+        log_action(self.events, result)
+        return tab_response(result)
+
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None:
+        from specialists.base import SpecialistError
+        from specialists.tab.events import Feedback
+
+        try:
+            self.events.record_feedback(Feedback(request_id, outcome,  # type: ignore[arg-type]
+                                                 chars))
+        except SpecialistError as exc:
+            log.warning("feedback for %s: %s", request_id, exc.message)
+
+    def apply(self, original: str, sketch: str, path: str | None) -> dict[str, Any]:
+        result = self.applier.answer({"original": original, "sketch": sketch, "path": path})
+        files = (result.output or {}).get("files") or [{}]
+        return {"status": "abstained" if result.abstained else "applied",
+                "reason": result.reason, "files": files}
+
+
+@dataclass
+class _Shown:
+    request_id: str
+    text: str
+    start: int
+    end: int
+
+
+@dataclass
+class _Doc:
+    text: str
+    edits: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EDITS))
+    shown: _Shown | None = None
+
+
+def _edit_between(old: str, new: str) -> dict[str, Any] | None:
+    """The one contiguous edit that turns ``old`` into ``new`` (common prefix and suffix)."""
+    if old == new:
+        return None
+    start = 0
+    limit = min(len(old), len(new))
+    while start < limit and old[start] == new[start]:
+        start += 1
+    end_old, end_new = len(old), len(new)
+    while end_old > start and end_new > start and old[end_old - 1] == new[end_new - 1]:
+        end_old -= 1
+        end_new -= 1
+    return {"old": old[start:end_old], "new": new[start:end_new], "offset": start}
+
+
+def _took(shown: _Shown, new_text: str) -> bool:
+    """Does the document now hold the suggestion where it was shown?"""
+    return new_text[shown.start:shown.start + len(shown.text)] == shown.text
+
+
+def build_server(backend: Backend) -> LanguageServer:
+    """The pygls server over ``backend`` (not started: ``server.start_io()``)."""
+    server = LanguageServer("complement", "0.1.0")
+    docs: dict[str, _Doc] = {}
+
+    def language_of(uri: str) -> str:
+        from specialists.apply import language_for_path
+
+        return language_for_path(uri) or ""
+
+    @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(params: t.DidOpenTextDocumentParams) -> None:
+        docs[params.text_document.uri] = _Doc(params.text_document.text)
+
+    @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(params: t.DidCloseTextDocumentParams) -> None:
+        doc = docs.pop(params.text_document.uri, None)
+        if doc is not None and doc.shown is not None:
+            backend.feedback(doc.shown.request_id, "rejected")
+
+    @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(params: t.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        new = server.workspace.get_text_document(uri).source
+        doc = docs.setdefault(uri, _Doc(new))
+        edit = _edit_between(doc.text, new)
+        if edit is not None:
+            doc.edits.append(edit)
+        shown, doc.shown = doc.shown, None
+        if shown is not None and not _took(shown, new):
+            backend.feedback(shown.request_id, "rejected")  # typed on past it
+        doc.text = new
+
+    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION)
+    async def inline(params: t.InlineCompletionParams
+                     ) -> t.InlineCompletionList | None:
+        uri = params.text_document.uri
+        document = server.workspace.get_text_document(uri)
+        text = document.source
+        doc = docs.setdefault(uri, _Doc(text))
+        payload = {"file": text, "cursor": document.offset_at_position(params.position),
+                   "language": language_of(uri), "path": uri, "session": uri,
+                   "seq": document.version or 0, "recent_edits": list(doc.edits)}
+        answer = await asyncio.get_running_loop().run_in_executor(None, backend.suggest,
+                                                                  payload)
+        suggestion = answer.get("suggestion")
+        if not suggestion or answer.get("cancelled"):
+            return t.InlineCompletionList(items=[])
+        start, end = int(suggestion["range"]["start"]), int(suggestion["range"]["end"])
+        doc.shown = _Shown(str(answer["request_id"]), suggestion["text"], start, end)
+        item = t.InlineCompletionItem(
+            insert_text=suggestion["text"],
+            range=t.Range(_position(document, text, start), _position(document, text, end)),
+            command=t.Command(title="accept suggestion", command=ACCEPT,
+                              arguments=[answer["request_id"], len(suggestion["text"])]))
+        return t.InlineCompletionList(items=[item])
+
+    @server.command(ACCEPT)
+    def accept(request_id: str, chars: int) -> None:
+        for doc in docs.values():
+            if doc.shown is not None and doc.shown.request_id == request_id:
+                doc.shown = None
+        backend.feedback(str(request_id), "accepted", int(chars))
+
+    @server.feature(t.TEXT_DOCUMENT_CODE_ACTION, t.CodeActionOptions(
+        code_action_kinds=[t.CodeActionKind.RefactorRewrite]))
+    def code_action(params: t.CodeActionParams) -> list[t.CodeAction]:
+        uri = params.text_document.uri
+        document = server.workspace.get_text_document(uri)
+        text = document.source
+        lo = document.offset_at_position(params.range.start)
+        hi = document.offset_at_position(params.range.end)
+        if hi <= lo:
+            return []
+        title = "complement: apply sketch from selection"
+        answer = backend.apply(text[:lo] + text[hi:], text[lo:hi], uri)
+        merged = ((answer.get("files") or [{}])[0]).get("merged")
+        if answer.get("status") != "applied" or merged is None:
+            return [t.CodeAction(title=title, kind=t.CodeActionKind.RefactorRewrite,
+                                 disabled=t.CodeActionDisabled(
+                                     reason=f"the applier abstained: {answer.get('reason')}"))]
+        return [t.CodeAction(title=title, kind=t.CodeActionKind.RefactorRewrite,
+                             edit=_replace_all(document, text, merged))]
+
+    @server.command(APPLY)
+    def apply_sketch(uri: str, sketch: str) -> dict[str, Any]:
+        """``[uri, sketch]``: merge a sketch (e.g. the clipboard) into the document."""
+        document = server.workspace.get_text_document(uri)
+        answer = backend.apply(document.source, sketch, uri)
+        merged = ((answer.get("files") or [{}])[0]).get("merged")
+        if answer.get("status") != "applied" or merged is None:
+            return {"applied": False, "reason": answer.get("reason")}
+        server.workspace_apply_edit(t.ApplyWorkspaceEditParams(
+            edit=_replace_all(document, document.source, merged), label="apply sketch"))
+        return {"applied": True}
+
+    return server
+
+
+def _position(document: Any, text: str, offset: int) -> t.Position:
+    """A Python string offset as an LSP position in the client's units (UTF-16 by default)."""
+    line = text.count("\n", 0, offset)
+    column = offset - (text.rfind("\n", 0, offset) + 1)
+    return document.position_codec.position_to_client_units(document.lines,
+                                                            t.Position(line, column))
+
+
+def _replace_all(document: Any, text: str, merged: str) -> t.WorkspaceEdit:
+    whole = t.Range(t.Position(0, 0), _position(document, text, len(text)))
+    return t.WorkspaceEdit(changes={document.uri: [t.TextEdit(range=whole, new_text=merged)]})

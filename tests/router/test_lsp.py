@@ -1,0 +1,167 @@
+"""`complement lsp` end to end with a real LSP client (pygls's) over stdio: open a document,
+type, receive a suggestion, accept it, reject the next by typing past it, cancel a request,
+and merge a sketch by code action — and see the feedback in the event store with the
+policy version that made each suggestion."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lsprotocol import types as t
+
+from specialists.tab.events import EventStore, sqlite_url
+
+REPO = Path(__file__).resolve().parents[2]
+URI = "file:///work/calc.py"
+TYPED = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
+         "def mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n    return a / b\n")
+
+
+def _config(tmp_path: Path) -> Path:
+    path = tmp_path / "lsp.yaml"
+    path.write_text(yaml.safe_dump({
+        "data_dir": str(tmp_path / "data"), "events": {"feedback_timeout_s": 600},
+        "specialists": {"tab": {"class": "specialists.tab:TabSpecialist",
+                                "options": {"sample": True, "log_features": True}},
+                        "apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}))
+    return path
+
+
+async def _client(config: Path) -> Any:
+    from pygls.lsp.client import LanguageClient
+
+    client = LanguageClient("complement-test", "1")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    await client.start_io(sys.executable, "-m", "router.cli", "lsp", "--config", str(config),
+                          env=env, cwd=str(REPO))
+    await client.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities()))
+    client.initialized(t.InitializedParams())
+    return client
+
+
+def _change(client: Any, version: int, text: str) -> None:
+    client.text_document_did_change(t.DidChangeTextDocumentParams(
+        text_document=t.VersionedTextDocumentIdentifier(uri=URI, version=version),
+        content_changes=[t.TextDocumentContentChangeWholeDocument(text=text)]))
+
+
+def _at_end(text: str) -> t.Position:
+    lines = text.split("\n")
+    return t.Position(line=len(lines) - 1, character=len(lines[-1]))
+
+
+def _ask(client: Any, text: str, msg_id: str | None = None) -> Any:
+    params = t.InlineCompletionParams(
+        text_document=t.TextDocumentIdentifier(uri=URI), position=_at_end(text),
+        context=t.InlineCompletionContext(trigger_kind=t.InlineCompletionTriggerKind.Automatic))
+    return client.protocol.send_request_async("textDocument/inlineCompletion", params,
+                                              msg_id=msg_id)
+
+
+async def _type_until_suggested(client: Any, start: int, version: int
+                                ) -> tuple[t.InlineCompletionItem | None, int, int]:
+    """Type TYPED from ``start`` a character at a time until a suggestion is shown."""
+    for cut in range(start, len(TYPED)):
+        version += 1
+        _change(client, version, TYPED[:cut])
+        result = await _ask(client, TYPED[:cut])
+        if result.items:
+            return result.items[0], cut, version
+    return None, len(TYPED), version
+
+
+def test_lsp_suggests_accepts_rejects_cancels_and_applies(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+
+    async def session() -> dict[str, Any]:
+        client = await _client(config)
+        try:
+            client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=URI, language_id="python", version=1, text=TYPED[:20])))
+            first, cut, version = await _type_until_suggested(client, 20, 1)
+            assert first is not None and first.command is not None, "no suggestion while typing"
+            rid_accepted = first.command.arguments[0]
+            await client.workspace_execute_command_async(t.ExecuteCommandParams(
+                command=first.command.command, arguments=first.command.arguments))
+            second, cut2, version = await _type_until_suggested(client, cut + 1, version)
+            assert second is not None and second.command is not None
+            rid_rejected = second.command.arguments[0]
+            version += 1
+            _change(client, version, TYPED[:cut2] + "\x7f#")  # typed on, not what was shown
+            cancelled = 0
+            for n in range(6):  # one request cancelled while the model works on it
+                pending = _ask(client, TYPED[:cut2], msg_id=f"cancel-{n}")
+                client.cancel_request(t.CancelParams(id=f"cancel-{n}"))
+                try:
+                    await pending
+                except Exception as exc:  # the server's RequestCancelled error
+                    cancelled += "cancel" in str(exc).lower()
+            original = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+            sketch = "# ... existing code ...\ndef g():\n    return 20\n"
+            version += 1
+            _change(client, version, original + sketch)
+            lines = len(original.split("\n")) - 1
+            actions = await client.text_document_code_action_async(t.CodeActionParams(
+                text_document=t.TextDocumentIdentifier(uri=URI),
+                range=t.Range(t.Position(lines, 0), t.Position(lines + 3, 0)),
+                context=t.CodeActionContext(diagnostics=[])))
+            return {"accepted": rid_accepted, "rejected": rid_rejected, "actions": actions,
+                    "cancelled": cancelled, "merged": original.replace("return 2", "return 20")}
+        finally:
+            await client.shutdown_async(None)
+            client.exit(None)
+            await client.stop()
+
+    out = asyncio.run(session())
+    assert out["cancelled"] >= 1, "$/cancelRequest cancelled none of six requests"
+    action = out["actions"][0]
+    assert action.title.startswith("complement: apply sketch") and action.disabled is None
+    edit = action.edit.changes[URI][0]
+    assert edit.new_text == out["merged"]
+    store = EventStore(sqlite_url(tmp_path / "data"))
+    try:
+        outcomes = {e.request_id: e for e in store.labelled(str(_deployed(tmp_path)))}
+    finally:
+        store.close()
+    accepted, rejected = outcomes[out["accepted"]], outcomes[out["rejected"]]
+    assert accepted.outcome == "accepted" and accepted.shown
+    assert rejected.outcome == "rejected" and rejected.shown
+    assert accepted.policy_version == rejected.policy_version == str(_deployed(tmp_path))
+
+
+def _deployed(tmp_path: Path) -> int:
+    from specialists.tab.loop.versions import PolicyStore
+
+    version = PolicyStore(tmp_path / "data" / "tab").deployed()
+    assert version is not None
+    return version
+
+
+@pytest.mark.parametrize("sketch", ["# ...\nno_anchor_here()\n# ...\n"])
+def test_lsp_offers_the_apply_action_disabled_with_the_reason(tmp_path: Path,
+                                                             sketch: str) -> None:
+    config = _config(tmp_path)
+
+    async def session() -> Any:
+        client = await _client(config)
+        try:
+            text = "def f():\n    return 1\n" + sketch
+            client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=URI, language_id="python", version=1, text=text)))
+            return await client.text_document_code_action_async(t.CodeActionParams(
+                text_document=t.TextDocumentIdentifier(uri=URI),
+                range=t.Range(t.Position(2, 0), t.Position(5, 0)),
+                context=t.CodeActionContext(diagnostics=[])))
+        finally:
+            await client.shutdown_async(None)
+            client.exit(None)
+            await client.stop()
+
+    actions = asyncio.run(session())
+    assert actions[0].disabled is not None and "abstained" in actions[0].disabled.reason
