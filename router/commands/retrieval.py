@@ -3,9 +3,10 @@
     complement index PATH                 index or refresh a repository (progress bar)
     complement search "query" [--repo .]  search an indexed repository
     complement retrieval finetune         contrastive fine-tune of the embedder
+    complement retrieval ship DIR         quantise a build into the package as the default
 
 Each handler takes the parsed arguments and returns an exit code. ``python -m
-retrieval.cli`` runs the same commands on their own.
+router.commands.retrieval`` runs the same commands on their own.
 """
 
 from __future__ import annotations
