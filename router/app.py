@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 
 #: One module per endpoint group, each with an APIRouter named ``router``.
 AREA_ROUTERS = ("router.api.chat", "router.api.system", "router.api.feedback", "router.api.tab",
-                "router.api.apply", "router.api.retrieval", "router.api.edit")
+                "router.api.apply", "router.api.retrieval", "router.api.edit",
+                "router.api.playground")
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _NO_KEYS = ("refusing to serve on {host} without API keys: off loopback every endpoint but "
             "/healthz and /readyz needs one. Set COMPLEMENT_API_KEY (the default config reads "
@@ -70,8 +71,9 @@ class HeadersMiddleware:
     itself, or puts ``complement_route`` / ``complement_model`` / ``complement_cost_usd`` on
     ``request.state``; the rest are filled in here."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics | None = None) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,6 +84,7 @@ class HeadersMiddleware:
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
+                self._observe(scope, state, message["status"], started)
                 headers = MutableHeaders(scope=message)
                 defaults = {
                     "x-complement-route": state.get("complement_route") or _route_of(scope["path"]),
@@ -94,6 +97,18 @@ class HeadersMiddleware:
             await send(message)
 
         await self.app(scope, receive, wrapped)
+
+    def _observe(self, scope: Scope, state: dict[str, Any], status: int,
+                 started: float) -> None:
+        """The specialists' endpoints into the same metrics as chat (which records its own,
+        with the trace); health, metrics and the page are not requests of a route."""
+        route = state.get("complement_route") or _route_of(scope["path"])
+        if self.metrics is None or route in ("system", "chat") or \
+                scope["path"].startswith("/v1/chat/"):
+            return
+        self.metrics.observe(route, state.get("complement_model") or "none", status,
+                             time.perf_counter() - started,
+                             float(state.get("complement_cost_usd") or 0))
 
 
 class GuardMiddleware:
@@ -203,7 +218,8 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
                        max_body_bytes=config.server.max_body_bytes)
-    app.add_middleware(HeadersMiddleware)  # outermost: the guard's 401 and 413 get them too
+    # outermost: the guard's 401 and 413 get the headers too
+    app.add_middleware(HeadersMiddleware, metrics=app.state.metrics)
     return app
 
 

@@ -58,8 +58,8 @@ def test_every_endpoint_and_error_carries_the_headers(base: str) -> None:
                     ["allowed_root"]) / "repo")
     c = httpx.Client(base_url=base, timeout=60)
     for path in ("/healthz", "/readyz", "/v1/models", "/metrics", "/v1/tab/versions",
-                 "/docs", "/openapi.json"):
-        _check(c.get(path))
+                 "/docs", "/openapi.json", "/", "/static/app.js", "/v1/dashboard"):
+        assert _check(c.get(path)).status_code == 200, path
     chat = _check(c.post("/v1/chat/completions",
                          json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]}))
     assert chat.headers["x-complement-route"] == "auto" and chat.headers["x-complement-model"] == "fake"
@@ -99,3 +99,12 @@ def test_missing_fields_are_named_by_their_own_name(base: str) -> None:
     assert sketch["param"] == "sketch"
     tab = httpx.post(f"{base}/v1/tab", json={"cursor": 0}).json()["error"]
     assert tab["param"] == "file"
+
+
+def test_the_page_serves_only_its_own_files(base: str) -> None:
+    for path in ("/static/../api/playground.py", "/static/%2e%2e/%2e%2e/pyproject.toml",
+                 "/static/..%2f..%2fpyproject.toml", "/static/nope.js"):
+        r = httpx.get(f"{base}{path}")
+        assert r.status_code == 404, (path, r.status_code)
+    dashboard = httpx.get(f"{base}/v1/dashboard").json()
+    assert {"routes", "tab"} <= set(dashboard) and "versions" in dashboard["tab"]

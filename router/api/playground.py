@@ -1,0 +1,96 @@
+"""The browser playground and route dashboard: ``GET /`` and ``GET /v1/dashboard``.
+
+The page (``router/static/``: plain HTML and JavaScript shipped in the package, CodeMirror
+vendored as one file, no build step for users) has an editor with Tab ghost text, an apply
+pane, a retrieve pane and the dashboard. Everything the dashboard draws comes from
+``/v1/dashboard`` as JSON: requests, latency histograms, cost and escalations per route and
+model (the same registry ``/metrics`` renders), accept/show rate and reward per Tab policy
+version (the event store), and the deploy log.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, Response
+
+__all__ = ["STATIC", "dashboard_data", "router"]
+
+router = APIRouter(tags=["playground"])
+STATIC = Path(__file__).resolve().parents[1] / "static"
+_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css",
+          ".svg": "image/svg+xml", ".txt": "text/plain"}
+
+
+@router.get("/", include_in_schema=False)
+async def index() -> Response:
+    return FileResponse(STATIC / "index.html", media_type="text/html")
+
+
+@router.get("/static/{name:path}", include_in_schema=False)
+async def static(name: str) -> Response:
+    """The page's own files; nothing outside ``router/static`` is ever served."""
+    from router.errors import NotFound
+
+    target = (STATIC / name).resolve()
+    if STATIC not in target.parents or not target.is_file():
+        raise NotFound(f"no static file {name!r}")
+    return FileResponse(target, media_type=_TYPES.get(target.suffix, "application/octet-stream"))
+
+
+@router.get("/v1/dashboard")
+async def dashboard(request: Request) -> dict[str, Any]:
+    """What the dashboard draws, as JSON."""
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(dashboard_data, request.app.state)
+
+
+def dashboard_data(state: Any) -> dict[str, Any]:
+    routes = _routes(state.metrics.registry)
+    events = getattr(state, "events", None)
+    tab: dict[str, Any] = {"versions": [], "deploys": [], "pending_feedback": 0}
+    if events is not None:
+        tab = {"versions": sorted(events.version_stats(), key=lambda r: _version_key(r)),
+               "deploys": events.deploy_log(20), "pending_feedback": events.pending()}
+    registry = getattr(state, "registry", None)
+    spec = registry.find("tab") if registry is not None else None
+    tab["deployed"] = spec.version if spec is not None else None
+    return {"routes": routes, "tab": tab}
+
+
+def _version_key(row: dict[str, Any]) -> tuple[int, int, str]:
+    v = str(row["version"])
+    return (0, int(v), "") if v.isdigit() else (1, 0, v)
+
+
+def _routes(registry: Any) -> list[dict[str, Any]]:
+    """Per (route, model): requests by status, latency histogram, cost, escalations."""
+    rows: dict[tuple[str, str], dict[str, Any]] = defaultdict(
+        lambda: {"requests": 0, "by_status": {}, "cost_usd": 0.0, "latency_buckets": [],
+                 "latency_sum_s": 0.0, "escalations": 0})
+    escalations: dict[str, float] = defaultdict(float)
+    for family in registry.collect():
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "complement_requests_total":
+                row = rows[labels["route"], labels["model"]]
+                row["requests"] += int(sample.value)
+                row["by_status"][labels["status"]] = int(sample.value)
+            elif sample.name == "complement_request_latency_seconds_bucket":
+                rows[labels["route"], labels["model"]]["latency_buckets"].append(
+                    {"le": labels["le"], "count": int(sample.value)})
+            elif sample.name == "complement_request_latency_seconds_sum":
+                rows[labels["route"], labels["model"]]["latency_sum_s"] = float(sample.value)
+            elif sample.name == "complement_cost_usd_total":
+                rows[labels["route"], labels["model"]]["cost_usd"] = float(sample.value)
+            elif sample.name == "complement_escalations_total":
+                escalations[labels["route"]] += sample.value
+    out = []
+    for (route, model), row in sorted(rows.items()):
+        row["escalations"] = int(escalations.get(route, 0))
+        out.append({"route": route, "model": model, **row})
+    return out

@@ -1,0 +1,192 @@
+// The playground: Tab ghost text over CodeMirror, the apply and retrieve panes, and the
+// dashboard drawn from /v1/dashboard. Plain JavaScript, no build step (CodeMirror is the
+// vendored bundle, global CM).
+"use strict";
+
+const post = async (path, body) => {
+  const r = await fetch(path, {method: "POST", headers: {"content-type": "application/json"},
+                               body: JSON.stringify(body)});
+  const data = await r.json().catch(() => ({}));
+  return {ok: r.ok, status: r.status, data};
+};
+
+// -- Tab ---------------------------------------------------------------------------------
+// The shown suggestion: {from, to, text, id}; drawn as a grey widget at the cursor.
+const setGhost = CM.StateEffect.define();
+class GhostWidget extends CM.WidgetType {
+  constructor(text) { super(); this.text = text; }
+  eq(other) { return other.text === this.text; }
+  toDOM() { const s = document.createElement("span"); s.className = "cm-ghost"; s.textContent = this.text; return s; }
+}
+const ghostField = CM.StateField.define({
+  create: () => null,
+  update(value, tr) {
+    for (const e of tr.effects) if (e.is(setGhost)) return e.value;
+    return tr.docChanged ? null : value;
+  },
+  provide: f => CM.EditorView.decorations.from(f, g => g
+    ? CM.Decoration.set([CM.Decoration.widget({widget: new GhostWidget(g.text), side: 1}).range(g.to)])
+    : CM.Decoration.none),
+});
+
+const tabState = {seq: 0, timer: null, typedAt: 0, latencies: [], shown: 0, accepted: 0};
+window.complementTab = tabState;  // read by the browser test: latencies, counts
+
+function feedback(id, outcome, chars) {
+  const body = {request_id: id, outcome};
+  if (chars !== undefined) body.chars_accepted = chars;
+  return post("/v1/feedback", body);
+}
+
+async function suggest(view) {
+  const seq = ++tabState.seq;
+  const doc = view.state.doc.toString();
+  const cursor = view.state.selection.main.head;
+  const r = await post("/v1/tab", {file: doc, cursor, language: "python", path: "playground.py",
+                                   session: "playground", seq});
+  if (!r.ok) { document.getElementById("tab-last").textContent = `error ${r.status}`; return; }
+  document.getElementById("tab-version").textContent = r.data.policy_version;
+  const s = r.data.suggestion;
+  // a later keystroke made this answer stale: drop it
+  if (seq !== tabState.seq || view.state.doc.toString() !== doc) return;
+  if (!s) { document.getElementById("tab-last").textContent = r.data.reason || "nothing to suggest"; return; }
+  const ghost = {from: s.range.start, to: s.range.end, text: s.text, id: r.data.request_id};
+  view.dispatch({effects: setGhost.of(ghost)});
+  tabState.shown += 1;
+  tabState.latencies.push(performance.now() - tabState.typedAt);
+  document.getElementById("tab-last").textContent = `showing a ${s.kind} (${s.source})`;
+}
+
+function acceptGhost(view) {
+  const g = view.state.field(ghostField);
+  if (!g) return false;
+  view.dispatch({changes: {from: g.from, to: g.to, insert: g.text},
+                 selection: {anchor: g.from + g.text.length}, userEvent: "complement.accept"});
+  tabState.accepted += 1;
+  feedback(g.id, "accepted", g.text.length);
+  document.getElementById("tab-last").textContent = "accepted";
+  return true;
+}
+
+function rejectGhost(view) {
+  const g = view.state.field(ghostField);
+  if (!g) return false;
+  view.dispatch({effects: setGhost.of(null)});
+  feedback(g.id, "rejected");
+  document.getElementById("tab-last").textContent = "rejected";
+  return true;
+}
+
+const typingWatcher = CM.EditorView.updateListener.of(update => {
+  if (!update.docChanged) return;
+  const accepted = update.transactions.some(tr => tr.isUserEvent("complement.accept"));
+  const before = update.startState.field(ghostField);
+  if (before && !accepted) feedback(before.id, "rejected");  // typed on past it
+  if (accepted) return;
+  tabState.typedAt = performance.now();
+  clearTimeout(tabState.timer);
+  tabState.timer = setTimeout(() => suggest(update.view), 40);  // debounce keystrokes
+});
+
+const editor = new CM.EditorView({
+  parent: document.getElementById("editor"),
+  state: CM.EditorState.create({
+    doc: "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n",
+    extensions: [CM.Prec.highest(CM.keymap.of([{key: "Tab", run: acceptGhost},
+                                                {key: "Escape", run: rejectGhost}])),
+                 CM.basicSetup, CM.python(), ghostField, typingWatcher],
+  }),
+});
+window.complementEditor = editor;
+
+// -- Apply and retrieve --------------------------------------------------------------------
+document.getElementById("apply-run").onclick = async () => {
+  const out = document.getElementById("apply-out");
+  const r = await post("/v1/apply", {original: document.getElementById("apply-original").value,
+                                      sketch: document.getElementById("apply-sketch").value,
+                                      path: "playground.py"});
+  if (!r.ok) { out.className = "out error"; out.textContent = r.data.error?.message || `error ${r.status}`; return; }
+  out.className = "out";
+  out.textContent = r.data.status === "applied" ? r.data.diff || "(no change)"
+    : `abstained: ${r.data.reason}`;
+};
+
+document.getElementById("retrieve-index").onclick = async () => {
+  const table = document.getElementById("retrieve-out");
+  table.textContent = "indexing…";
+  const r = await post("/v1/index", {path: document.getElementById("retrieve-repo").value});
+  table.textContent = r.ok ? `indexed ${r.data.files_seen} files, ${r.data.chunks_total} chunks`
+    : (r.data.error?.message || `error ${r.status}`);
+};
+
+document.getElementById("retrieve-run").onclick = async () => {
+  const table = document.getElementById("retrieve-out");
+  const r = await post("/v1/retrieve", {query: document.getElementById("retrieve-query").value,
+                                         repo: document.getElementById("retrieve-repo").value, k: 8});
+  if (!r.ok) { table.textContent = r.data.error?.message || `error ${r.status}`; return; }
+  table.innerHTML = "<tr><th>score</th><th>where</th><th>symbol</th></tr>";
+  for (const hit of r.data.results) {
+    const row = table.insertRow();
+    for (const v of [hit.score.toFixed(3), `${hit.path}:${hit.start_line}`, hit.symbol || ""])
+      row.insertCell().textContent = v;
+  }
+};
+
+// -- Dashboard -----------------------------------------------------------------------------
+function bars(canvas, labels, series, colors, max) {
+  const ctx = canvas.getContext("2d");
+  const w = canvas.width, h = canvas.height, pad = 28;
+  ctx.clearRect(0, 0, w, h);
+  ctx.font = "11px system-ui"; ctx.fillStyle = "#5b6475";
+  const top = max ?? Math.max(1e-9, ...series.flat());
+  const group = (w - pad) / Math.max(1, labels.length);
+  const bw = Math.max(2, (group - 8) / Math.max(1, series.length));
+  labels.forEach((label, i) => {
+    series.forEach((values, k) => {
+      const v = values[i] || 0, bh = (h - 2 * pad) * v / top;
+      ctx.fillStyle = colors[k];
+      ctx.fillRect(pad + i * group + k * bw, h - pad - bh, bw - 1, bh);
+    });
+    ctx.fillStyle = "#5b6475";
+    ctx.fillText(String(label).slice(0, 14), pad + i * group, h - pad + 12);
+  });
+  ctx.fillText(String(+top.toFixed(3)), 2, pad);
+}
+
+async function refreshDashboard() {
+  const r = await fetch("/v1/dashboard");
+  if (!r.ok) return;
+  const d = await r.json();
+  const names = d.routes.map(x => `${x.route}/${x.model}`);
+  bars(document.getElementById("chart-requests"), names, [d.routes.map(x => x.requests)], ["#4c6ef5"]);
+  const buckets = {};
+  for (const row of d.routes) {
+    let prev = 0;
+    for (const b of row.latency_buckets) { buckets[b.le] = (buckets[b.le] || 0) + b.count - prev; prev = b.count; }
+  }
+  const les = Object.keys(buckets).filter(le => buckets[le] > 0);
+  bars(document.getElementById("chart-latency"), les.map(le => `≤${le}s`), [les.map(le => buckets[le])], ["#12b886"]);
+  const v = d.tab.versions;
+  bars(document.getElementById("chart-tab"), v.map(x => `v${x.version}`),
+       [v.map(x => x.show_rate), v.map(x => x.accept_rate)], ["#fab005", "#4c6ef5"], 1);
+  const routes = document.getElementById("routes-table");
+  routes.innerHTML = "<tr><th>route</th><th>model</th><th>requests</th><th>mean latency</th><th>cost (USD)</th><th>escalations</th></tr>";
+  for (const x of d.routes) {
+    const row = routes.insertRow();
+    const mean = x.requests ? `${(1000 * x.latency_sum_s / x.requests).toFixed(1)} ms` : "–";
+    for (const val of [x.route, x.model, x.requests, mean, x.cost_usd.toFixed(6), x.escalations])
+      row.insertCell().textContent = val;
+  }
+  const tab = document.getElementById("tab-table");
+  tab.innerHTML = "<tr><th>policy version</th><th>events</th><th>show rate</th><th>accept rate</th><th>reward per request</th></tr>";
+  for (const x of v) {
+    const row = tab.insertRow();
+    row.dataset.version = x.version;
+    for (const val of [x.version + (String(x.version) === String(d.tab.deployed) ? " (deployed)" : ""),
+                       x.events, x.show_rate.toFixed(3), x.accept_rate.toFixed(3), x.reward_per_request.toFixed(4)])
+      row.insertCell().textContent = val;
+  }
+  document.getElementById("dashboard").dataset.refreshed = String(Date.now());
+}
+refreshDashboard();
+setInterval(refreshDashboard, 3000);

@@ -1,0 +1,109 @@
+"""The playground in a real browser (Playwright driving the system's Chromium): type, see
+Tab ghost text, press Tab, see it accepted and the feedback stored; merge a sketch; the
+dashboard charts the requests the test made and the accept rate moves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from router.app import create_app
+from router.config import parse_config
+from tests.conftest import running
+
+CHROMIUM = os.environ.get("COMPLEMENT_CHROMIUM") or next(
+    (p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
+                 shutil.which("google-chrome")) if p), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=(
+    "no Chromium installed (`apt-get install chromium`; .ci/run installs it), or set "
+    "COMPLEMENT_CHROMIUM to a Chromium executable"))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    tmp = tmp_path_factory.mktemp("playground")
+    config = parse_config({
+        "data_dir": str(tmp / "data"), "events": {"feedback_timeout_s": 600},
+        "specialists": {
+            "tab": {"class": "specialists.tab:TabSpecialist",
+                    "options": {"sample": True, "log_features": True}},
+            "apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}, env={})
+    app = create_app(config)
+    with running(app) as url:
+        yield url, app
+
+
+@pytest.fixture(scope="module")
+def page(served: tuple[str, Any]) -> Iterator[Any]:
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.goto(served[0] + "/")
+            page.wait_for_function("window.complementEditor !== undefined")
+            yield page
+        finally:
+            browser.close()
+
+
+def _type_until_ghost(page: Any, text: str) -> bool:
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    for ch in text:
+        page.keyboard.type(ch)
+        try:
+            page.wait_for_selector(".cm-ghost", timeout=400)
+            return True
+        except Exception:  # no suggestion for this keystroke: type on
+            continue
+    return False
+
+
+def test_ghost_text_accepted_with_tab_lands_in_the_store(page: Any, served: tuple[str, Any]
+                                                         ) -> None:
+    _, app = served
+    typed = "def mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n    return a / b\n" * 3
+    assert _type_until_ghost(page, typed), "no ghost text appeared while typing"
+    ghost = page.inner_text(".cm-ghost")
+    before = page.evaluate("window.complementEditor.state.doc.toString()")
+    page.keyboard.press("Tab")
+    page.wait_for_function("window.complementTab.accepted >= 1")
+    after = page.evaluate("window.complementEditor.state.doc.toString()")
+    assert ghost in after and len(after) > len(before) and page.query_selector(".cm-ghost") is None
+    page.wait_for_timeout(300)  # the feedback POST
+    events = app.state.events
+    stats = {row["version"]: row for row in events.version_stats()}
+    assert any(row["accept_rate"] > 0 for row in stats.values()), stats
+    latencies = page.evaluate("window.complementTab.latencies")
+    assert latencies and all(ms > 0 for ms in latencies)
+
+
+def test_apply_pane_shows_the_diff_or_the_reason(page: Any) -> None:
+    page.click("#apply-run")
+    page.wait_for_function("document.getElementById('apply-out').textContent.length > 0")
+    assert "+    return 20" in page.inner_text("#apply-out")
+    page.fill("#apply-sketch", "# ...\nno_anchor_here()\n# ...\n")
+    page.click("#apply-run")
+    page.wait_for_function(
+        "document.getElementById('apply-out').textContent.startsWith('abstained')")
+
+
+def test_dashboard_charts_the_requests_made(page: Any, served: tuple[str, Any],
+                                            tmp_path: Path) -> None:
+    page.evaluate("refreshDashboard()")
+    page.wait_for_function("document.querySelectorAll('#routes-table tr').length > 1")
+    routes = page.inner_text("#routes-table")
+    assert "tab" in routes and "apply" in routes
+    assert page.query_selector("#tab-table tr[data-version]") is not None
+    drawn = page.evaluate("""() => {
+        const c = document.getElementById('chart-requests');
+        const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0; for (let i = 3; i < px.length; i += 4) n += px[i] > 0; return n; }""")
+    assert drawn > 500, "the requests chart drew nothing"
+    page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
