@@ -59,7 +59,33 @@ def dashboard_data(state: Any) -> dict[str, Any]:
     registry = getattr(state, "registry", None)
     spec = registry.find("tab") if registry is not None else None
     tab["deployed"] = spec.version if spec is not None else None
-    return {"routes": routes, "tab": tab}
+    return {"routes": routes, "tab": tab, "evals": eval_reports(EVAL_DIR())}
+
+
+def EVAL_DIR() -> Path:  # noqa: N802 (read per request: tests and deployments point it elsewhere)
+    """Where ``complement eval`` writes its runs (``--out``; default ``runs/eval``)."""
+    import os
+
+    return Path(os.environ.get("COMPLEMENT_EVAL_DIR") or "runs/eval")
+
+
+def eval_reports(directory: Path, last: int = 5) -> list[dict[str, Any]]:
+    """The newest eval runs there: suite, when, and per route exact match and cost."""
+    import json
+
+    runs = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    out = []
+    for path in runs[:last]:
+        try:
+            run = json.loads(path.read_text())
+            routes = (run.get("summary") or {}).get("routes") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        out.append({"file": path.name, "suite": run.get("suite"), "created": run.get("created"),
+                    "routes": {name: {k: row.get(k) for k in ("n", "exact", "cost_usd",
+                                                              "latency_p50_s")}
+                               for name, row in routes.items() if isinstance(row, dict)}})
+    return out
 
 
 def _version_key(row: dict[str, Any]) -> tuple[int, int, str]:

@@ -186,6 +186,14 @@ async function refreshDashboard() {
                        x.events, x.show_rate.toFixed(3), x.accept_rate.toFixed(3), x.reward_per_request.toFixed(4)])
       row.insertCell().textContent = val;
   }
+  const evals = document.getElementById("evals-table");
+  evals.innerHTML = "<tr><th>run</th><th>suite</th><th>route</th><th>tasks</th><th>exact</th><th>cost per task (USD)</th></tr>";
+  for (const run of d.evals) {
+    for (const [route, x] of Object.entries(run.routes)) {
+      const row = evals.insertRow();
+      for (const val of [run.file, run.suite, route, x.n, x.exact, x.cost_usd]) row.insertCell().textContent = val ?? "–";
+    }
+  }
   document.getElementById("dashboard").dataset.refreshed = String(Date.now());
 }
 refreshDashboard();

@@ -4,6 +4,7 @@ dashboard charts the requests the test made and the accept rate moves."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -26,6 +27,12 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=(
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
     tmp = tmp_path_factory.mktemp("playground")
+    evals = tmp / "evals"
+    evals.mkdir()
+    (evals / "edit.json").write_text(json.dumps({
+        "suite": "edit-heldout", "created": "2026-12-01T18:49:00+00:00",
+        "summary": {"routes": {"cascade": {"n": 180, "exact": 0.9833, "cost_usd": 0.017128}}}}))
+    os.environ["COMPLEMENT_EVAL_DIR"] = str(evals)
     config = parse_config({
         "data_dir": str(tmp / "data"), "events": {"feedback_timeout_s": 600},
         "specialists": {
@@ -33,8 +40,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]
                     "options": {"sample": True, "log_features": True}},
             "apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}, env={})
     app = create_app(config)
-    with running(app) as url:
-        yield url, app
+    try:
+        with running(app) as url:
+            yield url, app
+    finally:
+        os.environ.pop("COMPLEMENT_EVAL_DIR", None)
+        shutil.rmtree(evals, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +92,32 @@ def test_ghost_text_accepted_with_tab_lands_in_the_store(page: Any, served: tupl
     assert any(row["accept_rate"] > 0 for row in stats.values()), stats
     latencies = page.evaluate("window.complementTab.latencies")
     assert latencies and all(ms > 0 for ms in latencies)
+    # the dashboard's accept rate moved with it
+    page.evaluate("refreshDashboard()")
+    page.wait_for_function("document.querySelectorAll('#tab-table tr[data-version]').length > 0")
+    accept_cells = page.eval_on_selector_all(
+        "#tab-table tr[data-version] td:nth-child(4)", "cells => cells.map(c => c.textContent)")
+    assert any(float(x) > 0 for x in accept_cells), accept_cells
+
+
+def test_escape_rejects_the_ghost_text_and_the_store_says_so(page: Any,
+                                                              served: tuple[str, Any]) -> None:
+    _, app = served
+    rejected_before = _outcomes(app, "rejected")
+    assert _type_until_ghost(page, "\ndef cube(x):\n    return x * x * x\n" * 3)
+    page.keyboard.press("Escape")
+    page.wait_for_selector(".cm-ghost", state="detached")
+    page.wait_for_timeout(300)  # the feedback POST
+    assert _outcomes(app, "rejected") > rejected_before
+
+
+def _outcomes(app: Any, outcome: str) -> int:
+    from sqlalchemy import func, select
+
+    o = app.state.events.outcomes
+    with app.state.events.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(o)
+                                .where(o.c.outcome == outcome)).scalar() or 0)
 
 
 def test_apply_pane_shows_the_diff_or_the_reason(page: Any) -> None:
@@ -99,6 +136,7 @@ def test_dashboard_charts_the_requests_made(page: Any, served: tuple[str, Any],
     page.wait_for_function("document.querySelectorAll('#routes-table tr').length > 1")
     routes = page.inner_text("#routes-table")
     assert "tab" in routes and "apply" in routes
+    assert "edit-heldout" in page.inner_text("#evals-table")
     assert page.query_selector("#tab-table tr[data-version]") is not None
     drawn = page.evaluate("""() => {
         const c = document.getElementById('chart-requests');
