@@ -33,13 +33,13 @@ def _config(tmp_path: Path) -> Path:
     return path
 
 
-async def _client(config: Path) -> Any:
+async def _client(config: Path, *extra: str) -> Any:
     from pygls.lsp.client import LanguageClient
 
     client = LanguageClient("complement-test", "1")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     await client.start_io(sys.executable, "-m", "router.cli", "lsp", "--config", str(config),
-                          env=env, cwd=str(REPO))
+                          *extra, env=env, cwd=str(REPO))
     await client.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities()))
     client.initialized(t.InitializedParams())
     return client
@@ -165,3 +165,32 @@ def test_lsp_offers_the_apply_action_disabled_with_the_reason(tmp_path: Path,
 
     actions = asyncio.run(session())
     assert actions[0].disabled is not None and "abstained" in actions[0].disabled.reason
+
+
+def test_lsp_against_a_running_server_sends_feedback_there(tmp_path: Path) -> None:
+    from router.app import create_app
+    from router.config import load_config
+    from tests.conftest import running
+
+    app = create_app(load_config(_config(tmp_path), env={}))
+    with running(app) as url:
+        async def session() -> str:
+            client = await _client(tmp_path / "unused.yaml", "--server", url)
+            try:
+                client.text_document_did_open(t.DidOpenTextDocumentParams(
+                    text_document=t.TextDocumentItem(uri=URI, language_id="python", version=1,
+                                                     text=TYPED[:20])))
+                item, _, _ = await _type_until_suggested(client, 20, 1)
+                assert item is not None and item.command is not None
+                await client.workspace_execute_command_async(t.ExecuteCommandParams(
+                    command=item.command.command, arguments=item.command.arguments))
+                return str(item.command.arguments[0])
+            finally:
+                await client.shutdown_async(None)
+                client.exit(None)
+                await client.stop()
+
+        request_id = asyncio.run(session())
+        accepted = [e for e in app.state.events.labelled(str(_deployed(tmp_path)))
+                    if e.request_id == request_id]
+    assert accepted and accepted[0].outcome == "accepted"
