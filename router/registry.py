@@ -24,8 +24,8 @@ from specialists.base import OptionsError, Specialist, validate_options
 if TYPE_CHECKING:
     from router.config import SpecialistConfig
 
-__all__ = ["Registry", "check_block", "load_class", "specialist_for", "specialist_from_config",
-           "uses"]
+__all__ = ["Registry", "check_block", "configures", "load_class", "specialist_for",
+           "specialist_from_config", "uses"]
 
 ENTRY_POINT_GROUP = "complement.specialists"
 log = logging.getLogger(__name__)
@@ -73,27 +73,36 @@ def build(name: str, klass: type[Specialist], options: Mapping[str, Any]) -> Spe
         raise ConfigError(f"specialists.{name}.options: {exc}") from exc
 
 
+def _block_of_kind(blocks: dict[str, "SpecialistConfig"], kind: str
+                   ) -> tuple[str, "SpecialistConfig"] | None:
+    """The first enabled block whose class is a specialist of ``kind``."""
+    for name, block in blocks.items():
+        if block.enabled and load_class(block.class_,
+                                        where=f"specialists.{name}.class").kind == kind:
+            return name, block
+    return None
+
+
+def configures(blocks: dict[str, "SpecialistConfig"], kind: str) -> bool:
+    """Does the config declare an enabled specialist of ``kind``?"""
+    return _block_of_kind(blocks, kind) is not None
+
+
 def specialist_from_config(blocks: dict[str, "SpecialistConfig"], kind: str,
                            setup: bool = True, **overrides: Any) -> Specialist:
     """Build the first enabled specialist of ``kind`` the config declares, with
     ``overrides`` laid over its options (the CLI's flags), validated like the rest."""
-    for name, block in blocks.items():
-        if not block.enabled:
-            continue
-        klass = load_class(block.class_, where=f"specialists.{name}.class")
-        if klass.kind != kind:
-            continue
-        merged = {**block.options, **{k: v for k, v in overrides.items() if v is not None}}
-        try:
-            options = validate_options(klass, merged, where=f"specialists.{name}.options")
-        except OptionsError as exc:
-            raise ConfigError(exc.message) from None
-        spec = build(name, klass, options)
-        if setup:
-            spec.setup()
-        return spec
-    raise ConfigError(f"no specialist of kind {kind!r} is configured; add one under "
-                      "'specialists:' in the config (see configs/default.yaml)")
+    found = _block_of_kind(blocks, kind)
+    if found is None:
+        raise ConfigError(f"no specialist of kind {kind!r} is configured; add one under "
+                          "'specialists:' in the config (see configs/default.yaml)")
+    name, block = found
+    merged = {**block.options, **{k: v for k, v in overrides.items() if v is not None}}
+    klass, options = check_block(name, block.model_copy(update={"options": merged}))
+    spec = build(name, klass, options)
+    if setup:
+        spec.setup()
+    return spec
 
 
 class Registry:

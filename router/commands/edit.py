@@ -69,14 +69,13 @@ def cmd_edit(args: argparse.Namespace) -> int:
 
 
 def _retriever(config: Any) -> Any:
-    """The config's retriever, loaded before the edit starts (the CLI waits for it)."""
-    from router.errors import ConfigError
-    from router.registry import specialist_from_config
+    """The config's retriever, loaded before the edit starts (the CLI waits for it); none
+    configured: the edit runs without retrieved context."""
+    from router.registry import configures, specialist_from_config
 
-    try:
-        retriever = specialist_from_config(config.specialists, "retrieval")
-    except ConfigError:
-        return None  # none configured: the edit runs without retrieved context
+    if not configures(config.specialists, "retrieval"):
+        return None
+    retriever = specialist_from_config(config.specialists, "retrieval")
     wait = getattr(retriever, "wait_ready", None)
     if wait is not None:
         wait()

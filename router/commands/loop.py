@@ -192,13 +192,12 @@ def register(subparsers: Any) -> None:
 
 def _train_from_events(ns: argparse.Namespace) -> int:
     from router.config import load_config
-    from specialists.tab.events import EventStore
     from specialists.tab.loop.trainer import train_from_events
     from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
-    events = EventStore(config.events.url or _sqlite(state))
+    events = _events(config, state)
     try:
         report = train_from_events(events, PolicyStore(state / "tab"))
     except SpecialistError as exc:
@@ -208,12 +207,6 @@ def _train_from_events(ns: argparse.Namespace) -> int:
         events.close()
     print(json.dumps(dataclasses.asdict(report)))
     return 0
-
-
-def _sqlite(state: Path) -> str:
-    from specialists.tab.events import sqlite_url
-
-    return sqlite_url(state)
 
 
 def _rollback(ns: argparse.Namespace) -> int:

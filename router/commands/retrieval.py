@@ -25,41 +25,34 @@ def _retriever(args: argparse.Namespace) -> Any:
     with ``--index-dir``/``--embedder`` laid over; the retriever's defaults when the config
     declares none."""
     from router.config import load_config
-    from router.errors import ConfigError
-    from router.registry import specialist_from_config
+    from router.registry import configures, specialist_from_config
 
     overrides = {"index_dir": args.index_dir, "embedder": args.embedder}
-    try:
-        return specialist_from_config(load_config(args.config).specialists, "retrieval",
-                                      setup=False, **overrides)
-    except ConfigError as exc:
-        if "no specialist of kind" not in str(exc):
-            raise
+    blocks = load_config(args.config).specialists
+    if configures(blocks, "retrieval"):
+        return specialist_from_config(blocks, "retrieval", setup=False, **overrides)
     from retrieval.specialist import RetrievalSpecialist
 
     return RetrievalSpecialist(**{k: v for k, v in overrides.items() if v is not None})
 
 
-def _index_dir(args: argparse.Namespace, repo: Path) -> Path:
+def _open_index(args: argparse.Namespace, repo: Path) -> Any:
+    """The repository's index, where and as the configured retriever keeps it."""
+    from retrieval.index import Index
     from retrieval.specialist import index_dir_for
 
-    return index_dir_for(_retriever(args).index_base, repo)
-
-
-def _config(args: argparse.Namespace) -> Any:
-    return _retriever(args).config
+    retriever = _retriever(args)
+    return Index.open(index_dir_for(retriever.index_base, repo), retriever.config)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from retrieval.index import Index
-
     repo = Path(args.path).expanduser().resolve()
     if not repo.is_dir():
         print(f"complement index: {args.path} is not a directory", file=sys.stderr)
         return 2
-    index = Index.open(_index_dir(args, repo), _config(args))
+    index = _open_index(args, repo)
     if index.notice:
         print(f"note: {index.notice}", file=sys.stderr)
     bars: dict[str, Any] = {}
@@ -88,10 +81,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from retrieval.index import Filters, Index
+    from retrieval.index import Filters
 
     repo = Path(args.repo).expanduser().resolve()
-    index = Index.open(_index_dir(args, repo), _config(args))
+    index = _open_index(args, repo)
     if not index.chunks:
         print(f"complement search: {repo} is not indexed; run: complement index {repo}",
               file=sys.stderr)
