@@ -103,8 +103,7 @@ class HeadersMiddleware:
         """The specialists' endpoints into the same metrics as chat (which records its own,
         with the trace); health, metrics and the page are not requests of a route."""
         route = state.get("complement_route") or _route_of(scope["path"])
-        if self.metrics is None or route in ("system", "chat") or \
-                scope["path"].startswith("/v1/chat/"):
+        if self.metrics is None or route == "system" or scope["path"].startswith("/v1/chat/"):
             return
         self.metrics.observe(route, state.get("complement_model") or "none", status,
                              time.perf_counter() - started,

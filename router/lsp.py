@@ -110,10 +110,10 @@ class LocalBackend:
             log.warning("feedback for %s: %s", request_id, exc.message)
 
     def apply(self, original: str, sketch: str, path: str | None) -> dict[str, Any]:
-        result = self.applier.answer({"original": original, "sketch": sketch, "path": path})
-        files = (result.output or {}).get("files") or [{}]
-        return {"status": "abstained" if result.abstained else "applied",
-                "reason": result.reason, "files": files}
+        from router.api.apply import apply_response
+
+        return apply_response(self.applier.answer({"original": original, "sketch": sketch,
+                                                   "path": path}))
 
 
 @dataclass
@@ -227,8 +227,8 @@ def build_server(backend: Backend) -> LanguageServer:
             return []
         title = "complement: apply sketch from selection"
         answer = backend.apply(text[:lo] + text[hi:], text[lo:hi], uri)
-        merged = ((answer.get("files") or [{}])[0]).get("merged")
-        if answer.get("status") != "applied" or merged is None:
+        merged = _merged(answer)
+        if merged is None:
             return [t.CodeAction(title=title, kind=t.CodeActionKind.RefactorRewrite,
                                  disabled=t.CodeActionDisabled(
                                      reason=f"the applier abstained: {answer.get('reason')}"))]
@@ -240,14 +240,20 @@ def build_server(backend: Backend) -> LanguageServer:
         """``[uri, sketch]``: merge a sketch (e.g. the clipboard) into the document."""
         document = server.workspace.get_text_document(uri)
         answer = backend.apply(document.source, sketch, uri)
-        merged = ((answer.get("files") or [{}])[0]).get("merged")
-        if answer.get("status") != "applied" or merged is None:
+        merged = _merged(answer)
+        if merged is None:
             return {"applied": False, "reason": answer.get("reason")}
         server.workspace_apply_edit(t.ApplyWorkspaceEditParams(
             edit=_replace_all(document, document.source, merged), label="apply sketch"))
         return {"applied": True}
 
     return server
+
+
+def _merged(answer: dict[str, Any]) -> str | None:
+    """The merged file of a ``/v1/apply``-shaped answer, or ``None`` when it abstained."""
+    merged = ((answer.get("files") or [{}])[0]).get("merged")
+    return merged if answer.get("status") == "applied" else None
 
 
 def _position(document: Any, text: str, offset: int) -> t.Position:

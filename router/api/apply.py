@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["ApplyFile", "ApplyRequest", "router"]
+__all__ = ["ApplyFile", "ApplyRequest", "apply_response", "router"]
 
 router = APIRouter(tags=["apply"])
 
@@ -46,7 +46,11 @@ def apply_endpoint(body: ApplyRequest,
         payload: dict[str, Any] = {"files": [f.model_dump() for f in body.files]}
     else:
         payload = body.model_dump(exclude={"files"})
-    result = applier.answer(payload)
+    return apply_response(applier.answer(payload))
+
+
+def apply_response(result: Any) -> dict[str, Any]:
+    """The ``/v1/apply`` answer for an apply specialist's result (the LSP server's too)."""
     output = result.output or {}
     return {
         "object": "apply.result",

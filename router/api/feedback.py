@@ -66,13 +66,11 @@ def _record_batch(store: EventStore, items: list[FeedbackItem],
     results = []
     for item in items:
         try:
-            try:
-                results.append(_record(store, item, deployed))
-            except SpecialistError as exc:
-                raise from_specialist(exc) from exc
-        except ComplementError as exc:
+            results.append(_record(store, item, deployed))
+        except (ComplementError, SpecialistError) as exc:
+            error = from_specialist(exc) if isinstance(exc, SpecialistError) else exc
             results.append({"request_id": item.request_id, "status": "error",
-                            **exc.to_openai(), "status_code": exc.status_code})
+                            **error.to_openai(), "status_code": error.status_code})
     return results
 
 

@@ -54,16 +54,17 @@ def dashboard_data(state: Any) -> dict[str, Any]:
     events = getattr(state, "events", None)
     tab: dict[str, Any] = {"versions": [], "deploys": [], "pending_feedback": 0}
     if events is not None:
-        tab = {"versions": sorted(events.version_stats(), key=lambda r: _version_key(r)),
+        tab = {"versions": events.version_stats(),
                "deploys": events.deploy_log(20), "pending_feedback": events.pending()}
     registry = getattr(state, "registry", None)
     spec = registry.find("tab") if registry is not None else None
     tab["deployed"] = spec.version if spec is not None else None
-    return {"routes": routes, "tab": tab, "evals": eval_reports(EVAL_DIR())}
+    return {"routes": routes, "tab": tab, "evals": eval_reports(eval_dir())}
 
 
-def EVAL_DIR() -> Path:  # noqa: N802 (read per request: tests and deployments point it elsewhere)
-    """Where ``complement eval`` writes its runs (``--out``; default ``runs/eval``)."""
+def eval_dir() -> Path:
+    """Where ``complement eval`` writes its runs (``--out``; default ``runs/eval``), read
+    per request so a deployment or a test can point ``COMPLEMENT_EVAL_DIR`` elsewhere."""
     import os
 
     return Path(os.environ.get("COMPLEMENT_EVAL_DIR") or "runs/eval")
@@ -86,11 +87,6 @@ def eval_reports(directory: Path, last: int = 5) -> list[dict[str, Any]]:
                                                               "latency_p50_s")}
                                for name, row in routes.items() if isinstance(row, dict)}})
     return out
-
-
-def _version_key(row: dict[str, Any]) -> tuple[int, int, str]:
-    v = str(row["version"])
-    return (0, int(v), "") if v.isdigit() else (1, 0, v)
 
 
 def _routes(registry: Any) -> list[dict[str, Any]]:

@@ -297,7 +297,8 @@ class EventStore:
 
     def version_stats(self, accept: float = 0.75, reject: float = -0.25,
                       none: float = 0.0) -> list[dict[str, Any]]:
-        """Per policy version, over its labelled events: show rate, accept rate, reward."""
+        """Per policy version, over its labelled events: show rate, accept rate, reward;
+        oldest version first (numbered versions in number order)."""
         from sqlalchemy import case, func, select
 
         a, o = self.actions, self.outcomes
@@ -318,6 +319,8 @@ class EventStore:
             out.append({"version": r.policy_version, "events": n, "show_rate": shown / n,
                         "accept_rate": acc / shown if shown else 0.0,
                         "reward_per_request": reward / n})
+        out.sort(key=lambda row: (0, int(row["version"]), "") if str(row["version"]).isdigit()
+                 else (1, 0, str(row["version"])))
         return out
 
     def deploy_log(self, limit: int = 50) -> list[dict[str, Any]]:

@@ -93,7 +93,9 @@ def _wait_for_events(args: LiveArgs, events: EventStore, version: int,
     last = -1
     while True:
         events.expire_stale()  # a shown suggestion nobody answered counts as rejected
-        have = len(events.labelled(str(version)))
+        # counted in SQL (version_stats), not by loading every event's features
+        have = next((row["events"] for row in events.version_stats()
+                     if row["version"] == str(version)), 0)
         if have >= args.min_events:
             return True
         if have != last:
@@ -113,8 +115,10 @@ def _turn(args: LiveArgs, events: EventStore, store: PolicyStore, deployed: int,
 
     t0 = time.monotonic()
     turn = LiveTurn(parent=deployed)
-    report = train_from_events(events, store, min_events=1, holdout=args.holdout)
-    _, held = split_events(events.labelled(str(deployed)), args.holdout)
+    labelled = events.labelled(str(deployed))  # read once: the trainer and the gate split it
+    report = train_from_events(events, store, min_events=1, holdout=args.holdout,
+                               labelled=labelled)
+    _, held = split_events(labelled, args.holdout)
     result = LoggedGate(margin=args.gate_margin).check(store.path(report.version),
                                                        report.version, deployed, held)
     turn.candidate, turn.events, turn.held_out = report.version, report.events_used, len(held)

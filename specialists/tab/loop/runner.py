@@ -335,9 +335,7 @@ def status(data_dir: str | Path, out: str | Path | None = None,
     deployed = store.deployed()
     info: dict[str, Any] = {"deployed": deployed, "versions": store.versions()}
     if events is not None:
-        info["events_per_version"] = sorted(
-            events.version_stats(), key=lambda r: (0, int(r["version"]), "")
-            if str(r["version"]).isdigit() else (1, 0, str(r["version"])))
+        info["events_per_version"] = events.version_stats()
         gates = [d for d in events.deploy_log(200) if d["event"] in ("gate_passed",
                                                                       "gate_failed")]
         info["last_gate"] = gates[0] if gates else None

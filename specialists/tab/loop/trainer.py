@@ -63,15 +63,20 @@ def held_out(request_id: str, share: float) -> bool:
 def split_events(labelled: list[LabelledEvent], share: float
                  ) -> tuple[list[LabelledEvent], list[LabelledEvent]]:
     """(train, held out): the gate judges a candidate on events it was not trained on."""
-    held = [e for e in labelled if held_out(e.request_id, share)]
-    return [e for e in labelled if not held_out(e.request_id, share)], held
+    train: list[LabelledEvent] = []
+    held: list[LabelledEvent] = []
+    for event in labelled:
+        (held if held_out(event.request_id, share) else train).append(event)
+    return train, held
 
 
 def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int = 1,
-                      reward: Any = None, holdout: float = 0.0) -> TrainReport:
+                      reward: Any = None, holdout: float = 0.0,
+                      labelled: list[LabelledEvent] | None = None) -> TrainReport:
     """One policy-gradient update on the deployed version's labelled events; publishes v+1.
 
-    ``holdout``: the share of events kept out of training for the gate (``split_events``)."""
+    ``holdout``: the share of events kept out of training for the gate (``split_events``).
+    ``labelled``: those events, when the caller has already read them from ``events``."""
     from specialists.tab.policy import Action, Sample, TabPolicy
     from specialists.tab.replay import RewardConfig
 
@@ -82,7 +87,12 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
         raise SpecialistError(f"no deployed policy under {store.root}; deploy one first "
                          "(complement loop deploys the shipped checkpoint)")
     policy = TabPolicy.load(store.path(parent))
-    labelled, _ = split_events(events.labelled(str(parent)), holdout)
+    if labelled is None:
+        labelled = events.labelled(str(parent))
+    elif any(e.policy_version != str(parent) for e in labelled):
+        raise SpecialistError(f"the events given are not all version {parent}'s, the "
+                              "deployed one; off-policy events are not trained on")
+    labelled, _ = split_events(labelled, holdout)
     refused = events.count_other_versions(str(parent))
     if len(labelled) < min_events:
         raise SpecialistError(f"only {len(labelled)} labelled events for version {parent} "
