@@ -1,13 +1,29 @@
-"""How much latency the router adds per request over calling the provider directly.
+"""What each gateway adds to a chat completion, side by side in one run.
 
-Three processes on loopback: the fake OpenAI-compatible frontier (tests/fakes), the router
-(`complement serve`, one route pointed at the fake), and this client. Each round sends the
-same requests directly to the fake and through the router, alternating, so both see the same
-machine load; overhead = routed − direct, per percentile, at concurrency 1 and 32.
+Processes on loopback, all started here: the fake OpenAI-compatible provider
+(``benchmarks/fake_provider.py``, a bare ASGI app), the bare pass-through
+(``benchmarks/passthrough.py``: Starlette + httpx, the floor for this stack),
+``complement serve`` with one route to the
+fake, and the LiteLLM proxy with one deployment of the same fake (from the interpreter
+named by ``--litellm``; skipped, with a line saying how to get it, when there is none). This
+process is the client: the same requests go directly to the fake and through each gateway,
+in alternating rounds (the order rotates every round), so all see the same machine load.
 
-    python benchmarks/router_overhead.py [--requests 400] [--rounds 3]
+Added latency = a percentile through the gateway − the same percentile direct, at each
+concurrency, non-streaming; for streams, the time to the first chunk the same way.
 
-Prints a table and, as its last line, a JSON summary with overhead_ms_{median,p95}_c{1,32}.
+    python benchmarks/router_overhead.py [--levels 1,16,64] [--requests 400] [--rounds 3]
+        [--litellm .venv-litellm/bin/python]
+
+The LiteLLM proxy cannot share the project's environment (``litellm[proxy]`` pins older
+litellm and rich); give it its own:
+
+    python -m venv .venv-litellm && .venv-litellm/bin/pip install 'litellm[proxy]'
+
+Prints tables, then the JSON summary as the last line: for each of ``complement``,
+``passthrough`` and ``litellm_proxy`` and each concurrency ``cN``, ``added_p50_ms``,
+``added_p95_ms``, ``added_p99_ms``; ``stream`` the same for the time to first chunk; and
+``ratios``: complement over the peer and over the floor.
 """
 
 from __future__ import annotations
@@ -17,19 +33,25 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "say something short"}],
         "max_tokens": 16}
+STREAM_BODY = {**BODY, "stream": True}
+KEY = "sk-bench-0123456789abcdef0123456789abcdef"
+"""Every gateway checks an API key, as it would off loopback (the LiteLLM proxy refuses to
+start without one); the client sends it to all paths."""
+GATEWAYS = ("passthrough", "complement", "litellm_proxy")
 
 
 def free_port() -> int:
@@ -38,35 +60,18 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 120) -> None:
+def wait_up(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"process for {url} exited with {proc.returncode}")
+            raise SystemExit(f"the process for {url} exited with {proc.returncode}")
         try:
-            httpx.get(url, timeout=1)
-            return
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
         except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit(f"{url} did not come up in {timeout}s")
-
-
-async def measure(client: httpx.AsyncClient, url: str, body: dict, n: int,
-                  concurrency: int) -> list[float]:
-    latencies: list[float] = []
-    queue = list(range(n))
-
-    async def worker() -> None:
-        while queue:
-            queue.pop()
-            t0 = time.perf_counter()
-            r = await client.post(url, json=body)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            if r.status_code != 200:
-                raise SystemExit(f"{url} answered {r.status_code}: {r.text[:300]}")
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return latencies
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{url} did not come up in {timeout:.0f}s")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -74,112 +79,226 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def litellm_direct(fake_url: str, n: int) -> list[float]:
-    """litellm.acompletion from this process straight to the fake: the share of the
-    overhead that is litellm's own, measured in the same run."""
-    sys.path.insert(0, str(REPO))
-    from router.frontier import litellm_module
+async def measure(client: httpx.AsyncClient, url: str, n: int, concurrency: int,
+                  stream: bool) -> list[float]:
+    """Latencies in ms of ``n`` requests, ``concurrency`` at a time: the whole response, or
+    for streams the first chunk (the rest is read too, so connections are reused alike)."""
+    latencies: list[float] = []
+    left = [n]
 
-    litellm = litellm_module()
-    kwargs = dict(model="openai/fake-bench", api_base=fake_url, api_key="k", max_retries=0,
-                  messages=BODY["messages"], max_tokens=16)
-    for _ in range(20):
-        await litellm.acompletion(**kwargs)
-    out = []
-    for _ in range(n):
+    async def one_plain() -> float:
         t0 = time.perf_counter()
-        await litellm.acompletion(**kwargs)
-        out.append((time.perf_counter() - t0) * 1000)
+        r = await client.post(url, json=BODY)
+        took = (time.perf_counter() - t0) * 1000
+        if r.status_code != 200:
+            raise SystemExit(f"{url} answered {r.status_code}: {r.text[:300]}")
+        return took
+
+    async def one_stream() -> float:
+        t0 = time.perf_counter()
+        first = None
+        async with client.stream("POST", url, json=STREAM_BODY) as r:
+            if r.status_code != 200:
+                raise SystemExit(f"{url} answered {r.status_code}: {(await r.aread())[:300]!r}")
+            async for line in r.aiter_lines():
+                if first is None and line.startswith("data:"):
+                    first = (time.perf_counter() - t0) * 1000
+        if first is None:
+            raise SystemExit(f"{url} streamed no data line")
+        return first
+
+    async def worker() -> None:
+        while left[0] > 0:
+            left[0] -= 1
+            latencies.append(await (one_stream() if stream else one_plain()))
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+async def run(args: argparse.Namespace, urls: dict[str, str]) -> dict[str, Any]:
+    """{"plain"|"stream": {level: {system: [ms, ...]}}}, systems including "direct"."""
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    systems = list(urls)
+    out: dict[str, Any] = {"plain": {}, "stream": {}}
+    async with httpx.AsyncClient(timeout=120, limits=limits,
+                                 headers={"authorization": f"Bearer {KEY}"}) as client:
+        for system in systems:  # warm every path: imports, pools, first-call caches
+            for stream in (False, True):
+                await measure(client, f"{urls[system]}/chat/completions", 100, 8, stream)
+        plan = [("plain", level) for level in args.levels]
+        plan += [("stream", level) for level in args.stream_levels]
+        for kind, level in plan:
+            series: dict[str, list[float]] = {s: [] for s in systems}
+            for r in range(args.rounds):
+                order = systems[r % len(systems):] + systems[:r % len(systems)]
+                print(f"  {kind} c={level} round {r + 1}/{args.rounds}: {', '.join(order)}",
+                      file=sys.stderr, flush=True)
+                for system in order:
+                    series[system] += await measure(client, f"{urls[system]}/chat/completions",
+                                                    args.requests, level, kind == "stream")
+            out[kind][level] = series
     return out
 
 
-async def run(args: argparse.Namespace, fake_url: str, router_url: str) -> dict:
-    results: dict[str, dict[str, list[float]]] = {}
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-        for url in (fake_url, router_url):  # warm both paths (imports, connection pools)
-            await measure(client, f"{url}/chat/completions", BODY, 50, 4)
-        for concurrency in (1, 32):
-            direct: list[float] = []
-            routed: list[float] = []
-            for r in range(args.rounds):
-                print(f"  c={concurrency} round {r + 1}/{args.rounds}", file=sys.stderr)
-                direct += await measure(client, f"{fake_url}/chat/completions", BODY,
-                                        args.requests, concurrency)
-                routed += await measure(client, f"{router_url}/chat/completions", BODY,
-                                        args.requests, concurrency)
-            results[f"c{concurrency}"] = {"direct": direct, "routed": routed}
-        if args.attribute:
-            direct = await measure(client, f"{fake_url}/chat/completions", BODY,
-                                   args.requests, 1)
-            results["litellm_c1"] = {"direct": direct,
-                                     "routed": await litellm_direct(fake_url, args.requests)}
-    return results
-
-
-def summarise(results: dict[str, dict[str, list[float]]]) -> dict:
-    summary: dict = {}
-    rows = []
-    for key, series in results.items():
-        d, r = series["direct"], series["routed"]
-        med_d, med_r = statistics.median(d), statistics.median(r)
-        p95_d, p95_r = pct(d, 0.95), pct(r, 0.95)
-        summary[f"overhead_ms_median_{key}"] = round(med_r - med_d, 3)
-        summary[f"overhead_ms_p95_{key}"] = round(p95_r - p95_d, 3)
-        summary[f"direct_ms_median_{key}"] = round(med_d, 3)
-        summary[f"routed_ms_median_{key}"] = round(med_r, 3)
-        summary[f"ratio_median_{key}"] = round(med_r / med_d, 3)
-        rows.append((key, med_d, med_r, p95_d, p95_r, len(d)))
-    print(f"{'conc':<5} {'direct p50':>11} {'routed p50':>11} {'added p50':>10} "
-          f"{'direct p95':>11} {'routed p95':>11} {'added p95':>10} {'n':>6}")
-    for key, md, mr, pd, pr, n in rows:
-        print(f"{key:<5} {md:>9.2f}ms {mr:>9.2f}ms {mr - md:>8.2f}ms {pd:>9.2f}ms "
-              f"{pr:>9.2f}ms {pr - pd:>8.2f}ms {n:>6}")
+def summarise(results: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for kind, levels in results.items():
+        for level, series in levels.items():
+            direct = series["direct"]
+            base = {q: pct(direct, q / 100) for q in (50, 95, 99)}
+            title = "time to first chunk, streamed" if kind == "stream" else "whole response"
+            print(f"\n{title}, concurrency {level} ({len(direct)} requests per path)")
+            print(f"{'path':<15} {'p50':>9} {'p95':>9} {'p99':>9}   {'added p50':>10} "
+                  f"{'added p95':>10} {'added p99':>10}")
+            for system, values in series.items():
+                qs = {q: pct(values, q / 100) for q in (50, 95, 99)}
+                added = {q: qs[q] - base[q] for q in qs}
+                print(f"{system:<15} {qs[50]:>7.2f}ms {qs[95]:>7.2f}ms {qs[99]:>7.2f}ms   "
+                      + ("" if system == "direct" else
+                         f"{added[50]:>8.2f}ms {added[95]:>8.2f}ms {added[99]:>8.2f}ms"))
+                row = {f"p{q}_ms": round(qs[q], 3) for q in qs}
+                if system != "direct":
+                    row.update({f"added_p{q}_ms": round(added[q], 3) for q in added})
+                where = summary.setdefault("stream", {}) if kind == "stream" else summary
+                where.setdefault(system, {})[f"c{level}"] = row
+    summary["ratios"] = ratios(summary)
     return summary
 
 
+def ratios(summary: dict[str, Any]) -> dict[str, Any]:
+    """complement's added latency over the peer's and over the floor's, where both ran."""
+    out: dict[str, Any] = {}
+    for where, prefix in ((summary, ""), (summary.get("stream", {}), "stream_")):
+        ours = where.get("complement", {})
+        for peer in ("litellm_proxy", "passthrough"):
+            theirs = where.get(peer, {})
+            for level, row in ours.items():
+                if level not in theirs:
+                    continue
+                for q in (50, 99):
+                    a, b = row[f"added_p{q}_ms"], theirs[level][f"added_p{q}_ms"]
+                    out[f"{prefix}{level}_p{q}_vs_{peer}"] = round(a / b, 3) if b > 0 else None
+        if "passthrough" in where and "complement" in where:
+            for level, row in ours.items():
+                if level in where["passthrough"]:
+                    out[f"{prefix}{level}_p50_minus_passthrough_ms"] = round(
+                        row["p50_ms"] - where["passthrough"][level]["p50_ms"], 3)
+    return out
+
+
+def find_litellm(given: str | None) -> str | None:
+    """An interpreter with ``litellm[proxy]``: --litellm, then .venv-litellm beside the repo."""
+    candidates = [given] if given else [str(REPO / ".venv-litellm" / "bin" / "python")]
+    for candidate in candidates:
+        path = shutil.which(candidate) if candidate and os.sep not in candidate else candidate
+        if not path or not Path(path).exists():
+            continue
+        ok = subprocess.run([path, "-c", "import litellm.proxy.proxy_server"],
+                            capture_output=True, timeout=120)
+        if ok.returncode == 0:
+            return path
+        print(f"litellm_proxy: {path} cannot import litellm.proxy "
+              f"({ok.stderr.decode(errors='replace').strip().splitlines()[-1:]})",
+              file=sys.stderr)
+    return None
+
+
+def start(args: argparse.Namespace, tmp: Path, procs: list[subprocess.Popen]) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "HF_HUB_OFFLINE": "1"}
+    ports = {name: free_port() for name in ("direct", *GATEWAYS)}
+    fake = f"http://127.0.0.1:{ports['direct']}/v1"
+    quiet = {"stdout": subprocess.DEVNULL, "cwd": REPO, "env": env}
+
+    def launch(cmd: list[str], health: str, **kw: Any) -> None:
+        procs.append(subprocess.Popen(cmd, **{**quiet, **kw}))
+        wait_up(health, procs[-1])
+
+    launch([sys.executable, str(REPO / "benchmarks" / "fake_provider.py"),
+            "--port", str(ports["direct"])], f"{fake}/models")
+    urls = {"direct": fake}
+    launch([sys.executable, str(REPO / "benchmarks" / "passthrough.py"), "--upstream", fake,
+            "--port", str(ports["passthrough"])],
+           f"http://127.0.0.1:{ports['passthrough']}/healthz")
+    urls["passthrough"] = f"http://127.0.0.1:{ports['passthrough']}/v1"
+    config = tmp / "complement.yaml"
+    config.write_text(
+        f"models:\n  fake:\n    model: openai/fake-bench\n    api_base: {fake}\n"
+        f"    api_key: k\n    input_cost_per_token: 1.0e-6\n    output_cost_per_token: 2.0e-6\n"
+        f"frontier:\n  circuit: {{failure_threshold: 1000}}\n"
+        f"routes:\n  bench:\n    targets: [fake]\n"
+        f"data_dir: {tmp / 'data'}\nserver:\n  api_keys: [{KEY}]\n")
+    launch([sys.executable, "-m", "router.cli", "serve", "--config", str(config),
+            "--port", str(ports["complement"]), "--log-level", "warning",
+            "--workers", str(args.workers)],
+           f"http://127.0.0.1:{ports['complement']}/healthz")
+    urls["complement"] = f"http://127.0.0.1:{ports['complement']}/v1"
+    python = find_litellm(args.litellm)
+    if python is None:
+        print("litellm_proxy: skipped: no interpreter with litellm[proxy] (make one with "
+              "`python -m venv .venv-litellm && .venv-litellm/bin/pip install "
+              "'litellm[proxy]'`, or pass --litellm PYTHON)", file=sys.stderr)
+        return urls
+    proxy_config = tmp / "litellm.yaml"
+    proxy_config.write_text(
+        "model_list:\n  - model_name: bench\n    litellm_params:\n"
+        f"      model: openai/fake-bench\n      api_base: {fake}\n      api_key: k\n"
+        f"general_settings:\n  master_key: {KEY}\n"
+        "litellm_settings:\n  telemetry: false\n")
+    launch([python, "-m", "litellm.proxy.proxy_cli", "--config", str(proxy_config),
+            "--host", "127.0.0.1", "--port", str(ports["litellm_proxy"]),
+            "--num_workers", str(args.workers)],
+           f"http://127.0.0.1:{ports['litellm_proxy']}/health/liveliness",
+           stderr=subprocess.DEVNULL)
+    urls["litellm_proxy"] = f"http://127.0.0.1:{ports['litellm_proxy']}/v1"
+    return urls
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give levels like 1,16,64") from None
+    if not levels or min(levels) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: levels are whole numbers ≥ 1")
+    return levels
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser.add_argument("--levels", type=_levels, default=[1, 16, 64],
+                        help="concurrency levels, non-streaming (default 1,16,64)")
+    parser.add_argument("--stream-levels", type=_levels, default=[1, 16],
+                        help="concurrency levels for time to first chunk (default 1,16)")
     parser.add_argument("--requests", type=int, default=400, help="requests per round and path")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
-    parser.add_argument("--workers", type=int, default=1, help="router worker processes")
-    parser.add_argument("--no-attribute", dest="attribute", action="store_false",
-                        help="skip timing litellm alone (the share of overhead that is litellm's)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes for complement and the LiteLLM proxy alike")
+    parser.add_argument("--litellm", metavar="PYTHON",
+                        help="interpreter with litellm[proxy] (default .venv-litellm/bin/python)")
     args = parser.parse_args()
 
-    fake_port, router_port = free_port(), free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = []
+    procs: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "bench.yaml"
-        config.write_text(
-            f"models:\n  fake:\n    model: openai/fake-bench\n"
-            f"    api_base: http://127.0.0.1:{fake_port}/v1\n    api_key: k\n"
-            f"    input_cost_per_token: 1.0e-6\n    output_cost_per_token: 2.0e-6\n"
-            f"frontier:\n  circuit: {{failure_threshold: 1000}}\n"
-            f"routes:\n  bench:\n    targets: [fake]\n")
         try:
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tests.fakes.fake_frontier", "--port", str(fake_port)],
-                cwd=REPO, env=env, stdout=subprocess.DEVNULL))
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "router.cli", "serve", "--config", str(config),
-                 "--port", str(router_port), "--log-level", "warning",
-                 "--workers", str(args.workers)],
-                cwd=REPO, env=env, stdout=subprocess.DEVNULL))
-            fake_url = f"http://127.0.0.1:{fake_port}/v1"
-            router_url = f"http://127.0.0.1:{router_port}/v1"
-            wait_up(f"{fake_url}/models", procs[0])
-            wait_up(f"http://127.0.0.1:{router_port}/healthz", procs[1])
-            results = asyncio.run(run(args, fake_url, router_url))
+            urls = start(args, Path(tmp), procs)
+            results = asyncio.run(run(args, urls))
         finally:
             for p in procs:
                 p.terminate()
-                p.wait(timeout=30)
+            for p in procs:
+                try:
+                    p.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
     summary = summarise(results)
-    summary["machine"] = f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}"
-    summary["requests_per_level"] = args.requests * args.rounds
-    summary["router_workers"] = args.workers
+    summary["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
+                          f"{platform.python_version()}, load {os.getloadavg()[0]:.2f}")
+    summary["requests_per_path_and_level"] = args.requests * args.rounds
+    summary["workers"] = args.workers
     print(json.dumps(summary))
 
 

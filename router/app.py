@@ -204,6 +204,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await app.state.frontier.aclose()
             app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,

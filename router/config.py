@@ -87,7 +87,8 @@ class FrontierConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    """One frontier deployment, called through litellm."""
+    """One frontier deployment: through litellm, or straight over HTTP when it speaks
+    OpenAI's API (``transport``)."""
 
     model: str
     """litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-sonnet-4-5``."""
@@ -99,7 +100,17 @@ class ModelConfig(_Strict):
     input_cost_per_token: float | None = Field(None, ge=0)
     output_cost_per_token: float | None = Field(None, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
-    """Extra keyword arguments for ``litellm.acompletion`` (temperature, headers, ...)."""
+    """Extra request parameters (temperature, ...); ``extra_headers`` become HTTP headers."""
+    transport: Literal["auto", "litellm", "http"] = "auto"
+    """How calls go out: ``litellm`` (any provider), ``http`` (straight to an
+    OpenAI-compatible server, see ``router.transport``), or ``auto``: ``http`` for an
+    ``openai/...`` model with its own ``api_base``, litellm for the rest."""
+
+    def speaks_http(self) -> bool:
+        """Whether calls go straight over HTTP rather than through litellm."""
+        if self.transport != "auto":
+            return self.transport == "http"
+        return self.model.startswith("openai/") and bool(self.api_base)
 
 
 class VerifierConfig(_Strict):

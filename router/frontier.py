@@ -1,10 +1,13 @@
-"""Frontier client: every call to a frontier model goes through ``litellm.acompletion`` here.
+"""Frontier client: every call to a frontier model goes out here, through
+``litellm.acompletion``, or straight over HTTP for servers that speak OpenAI's API
+(``router.transport``; the model's ``transport`` decides).
 
 We own the retries. litellm's inner OpenAI client retries by default and ``num_retries``
 stacks a second loop on top, so each call is made with ``max_retries=0`` and retried by
 tenacity: exponential backoff with jitter, honouring Retry-After. Whether an error is worth
 a retry, a fallback, or neither is decided by one table (``ERROR_TABLE``) keyed by litellm's
-exception classes; a test fails when litellm grows a class the table does not list.
+exception classes; a test fails when litellm grows a class the table does not list. The HTTP
+transport's errors name their row of the same table.
 
 A per-model circuit breaker stops hammering a failing provider and lets one probe through
 after ``reset_after_s``.
@@ -30,6 +33,7 @@ from router.errors import (
     FrontierTimeout,
     Unauthorized,
 )
+from router.transport import HttpTransport, ProviderError, chat_url
 
 if TYPE_CHECKING:
     from router.config import FrontierConfig, ModelConfig
@@ -43,6 +47,7 @@ __all__ = [
     "StreamHandle",
     "classify",
     "litellm_module",
+    "message_text",
 ]
 
 _litellm_lock = threading.Lock()
@@ -135,6 +140,8 @@ def classify(exc: BaseException) -> ErrorPolicy:
     """The table's row for an exception, found along its class hierarchy."""
     if isinstance(exc, CircuitOpen):
         return ErrorPolicy(False, True, CircuitOpen, exc.message)
+    if isinstance(exc, ProviderError):
+        return ERROR_TABLE[exc.row]
     for klass in type(exc).__mro__:
         if klass.__module__.startswith(("litellm", "openai")) and klass.__name__ in ERROR_TABLE:
             return ERROR_TABLE[klass.__name__]
@@ -241,6 +248,8 @@ class FrontierClient:
                                               settings.circuit.reset_after_s)
                          for name in models}
         self._registered = False
+        self.http = HttpTransport()
+        self._prices: dict[str, tuple[float, float] | None] = {}
 
     # -- configuration ----------------------------------------------------------------
     def missing_key(self, name: str) -> str | None:
@@ -272,6 +281,11 @@ class FrontierClient:
 
     def cost_per_token(self, name: str) -> tuple[float, float] | None:
         """(input, output) USD per token for a model, from config or litellm's local map."""
+        if name not in self._prices:
+            self._prices[name] = self._look_up_prices(name)
+        return self._prices[name]
+
+    def _look_up_prices(self, name: str) -> tuple[float, float] | None:
         cfg = self.models[name]
         if cfg.input_cost_per_token is not None or cfg.output_cost_per_token is not None:
             return cfg.input_cost_per_token or 0.0, cfg.output_cost_per_token or 0.0
@@ -288,6 +302,10 @@ class FrontierClient:
         if prices is None:
             return None
         return prompt_tokens * prices[0] + completion_tokens * prices[1]
+
+    async def aclose(self) -> None:
+        """Close the running loop's connections (the server's shutdown calls this)."""
+        await self.http.aclose()
 
     # -- calls --------------------------------------------------------------------------
     def _kwargs(self, name: str, messages: list[dict[str, Any]], params: dict[str, Any],
@@ -306,8 +324,13 @@ class FrontierClient:
 
     async def _with_retries(self, name: str, attempt_fn: Any, deadline: float | None) -> Any:
         """Run ``attempt_fn`` under the retry policy; returns (result, attempts)."""
-        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-        from tenacity import wait_exponential_jitter
+        from tenacity import (
+            AsyncRetrying,
+            RetryCallState,
+            retry_if_exception,
+            stop_after_attempt,
+            wait_exponential_jitter,
+        )
 
         retry_cfg = self.settings.retry
         breaker = self.breakers[name]
@@ -362,20 +385,41 @@ class FrontierClient:
             timeout = min(timeout, remaining)
         return timeout
 
+    def _http_call(self, name: str, messages: list[dict[str, Any]],
+                   params: dict[str, Any]) -> tuple[str, str | None, dict[str, Any],
+                                                    dict[str, str]]:
+        """(url, key, body, extra headers) for a model called straight over HTTP."""
+        cfg = self.models[name]
+        body: dict[str, Any] = {**cfg.params, **params}
+        headers = {str(k): str(v) for k, v in (body.pop("extra_headers", None) or {}).items()}
+        body["model"] = cfg.model.removeprefix("openai/")
+        body["messages"] = messages
+        return chat_url(cfg.api_base), cfg.api_key, body, headers
+
     async def complete(self, name: str, messages: list[dict[str, Any]],
                        params: dict[str, Any] | None = None,
                        deadline: float | None = None) -> CallResult:
-        """One non-streaming completion from model ``name``, retried per the policy."""
-        litellm = litellm_module()
-        self._register_prices()
-        started = time.monotonic()
+        """One non-streaming completion from model ``name``, retried per the policy.
 
-        async def attempt(timeout_s: float) -> Any:
-            return await litellm.acompletion(**self._kwargs(name, messages, params or {},
-                                                            timeout_s))
+        ``response`` is litellm's ``ModelResponse``, or for the HTTP transport the
+        provider's JSON as a dict (``message_text`` reads either)."""
+        started = time.monotonic()
+        if self.models[name].speaks_http():
+            url, key, body, headers = self._http_call(name, messages, params or {})
+
+            async def attempt(timeout_s: float) -> Any:
+                return await self.http.complete(url, key, body, timeout_s, headers)
+        else:
+            litellm = litellm_module()
+            self._register_prices()
+
+            async def attempt(timeout_s: float) -> Any:
+                return await litellm.acompletion(**self._kwargs(name, messages, params or {},
+                                                                timeout_s))
 
         response, attempts = await self._with_retries(name, attempt, deadline)
-        usage = _usage_dict(getattr(response, "usage", None))
+        usage = _usage_dict(response.get("usage") if isinstance(response, dict)
+                            else getattr(response, "usage", None))
         cost = self.cost_usd(name, usage.get("prompt_tokens", 0),
                              usage.get("completion_tokens", 0))
         return CallResult(response, name, cost, attempts, time.monotonic() - started, usage)
@@ -388,21 +432,43 @@ class FrontierClient:
         Retries and fallbacks can only happen before the first byte reaches the client;
         waiting for the first chunk here is what lets a fallback fire on streaming requests.
         """
-        litellm = litellm_module()
-        self._register_prices()
         started = time.monotonic()
         stream_params = {**(params or {}), "stream": True,
                          "stream_options": {"include_usage": True}}
+        if self.models[name].speaks_http():
+            url, key, body, headers = self._http_call(name, messages, stream_params)
+
+            async def open_once(timeout_s: float) -> Any:
+                return self.http.stream(url, key, body, timeout_s, headers)
+        else:
+            litellm = litellm_module()
+            self._register_prices()
+
+            async def open_once(timeout_s: float) -> Any:
+                return await litellm.acompletion(**self._kwargs(name, messages, stream_params,
+                                                                timeout_s))
 
         async def attempt(timeout_s: float) -> tuple[Any, Any]:
-            stream = await litellm.acompletion(**self._kwargs(name, messages, stream_params,
-                                                              timeout_s))
-            iterator = stream.__aiter__()
-            first = await iterator.__anext__()
+            iterator = (await open_once(timeout_s)).__aiter__()
+            try:
+                first = await iterator.__anext__()
+            except StopAsyncIteration:
+                raise ProviderError("APIResponseValidationError",
+                                    "the stream ended before its first chunk") from None
             return first, iterator
 
         (first, rest), attempts = await self._with_retries(name, attempt, deadline)
         return StreamHandle(first, rest, name, attempts, started)
+
+
+def message_text(response: Any) -> str:
+    """The assistant's text in a completion: litellm's ``ModelResponse`` or a JSON dict."""
+    try:
+        if isinstance(response, dict):
+            return response["choices"][0]["message"].get("content") or ""
+        return response.choices[0].message.content or ""
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return ""
 
 
 def _usage_dict(usage: Any) -> dict[str, int]:

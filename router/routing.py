@@ -27,7 +27,7 @@ from router.errors import (
     FrontierError,
     from_specialist,
 )
-from router.frontier import StreamHandle, classify, not_configured, translate
+from router.frontier import StreamHandle, classify, message_text, not_configured, translate
 from router.learned import RouteClassifier, features_from_messages
 from router.verifiers import build_verifier
 from specialists.base import SpecialistError
@@ -61,7 +61,7 @@ class RouteOutcome:
     target: str
     text: str | None
     response: Any = None
-    """litellm ModelResponse when a frontier model answered."""
+    """The frontier model's completion: litellm's ModelResponse, or a dict (HTTP)."""
     stream: StreamHandle | None = None
     usage: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = 0.0
@@ -205,7 +205,7 @@ class _Policy:
             trace.append(Attempt(target, "ok", latency_ms=latency, tries=handle.attempts))
             return RouteOutcome(self.name, target, None, stream=handle), None
         req.spent += call.cost_usd or 0.0
-        text = _message_text(call.response)
+        text = message_text(call.response)
         attempt = Attempt(target, "ok", cost_usd=call.cost_usd, latency_ms=latency,
                           tries=call.attempts)
         if self._escalates(attempt, text, trace, is_last):
@@ -306,11 +306,3 @@ POLICIES["learned"] = LearnedPolicy  # type: ignore[assignment]  # duck-types _P
 
 def _ms(t0: float) -> float:
     return round((time.monotonic() - t0) * 1000, 3)
-
-
-def _message_text(response: Any) -> str:
-    try:
-        return response.choices[0].message.content or ""
-    except (AttributeError, IndexError):
-        return ""
-

@@ -7,13 +7,13 @@ clients ignore (for streams, in the last chunk before ``[DONE]``).
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any, AsyncIterator, Literal
 
+import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from router.errors import BadRequest, ComplementError, UnknownRoute
@@ -43,8 +43,8 @@ async def parse_json_body(request: Request) -> Any:
     if not raw:
         raise BadRequest("the request body is empty; send a JSON object")
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the request body is not valid JSON: {exc}") from None
 
 
@@ -72,10 +72,14 @@ def _complement_field(request: Request, out: RouteOutcome, latency_s: float) -> 
             "trace": out.trace_dicts()}
 
 
+def _as_dict(obj: Any) -> dict[str, Any]:
+    """A provider's completion or chunk as a dict: as parsed (HTTP), or litellm's object."""
+    return obj if isinstance(obj, dict) else obj.model_dump(exclude_none=True)
+
+
 def _completion_body(out: RouteOutcome) -> dict[str, Any]:
     if out.response is not None:
-        body = out.response.model_dump(exclude_none=True)
-        body = {k: v for k, v in body.items() if k in _OPENAI_KEYS}
+        body = {k: v for k, v in _as_dict(out.response).items() if k in _OPENAI_KEYS}
         body["model"] = out.target
         return body
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
@@ -119,16 +123,16 @@ async def chat_completions(request: Request) -> Response:
     body = _completion_body(out)
     body["complement"] = _complement_field(request, out, latency)
     state.metrics.observe(out.route, out.target, 200, latency, out.cost_usd, out.trace)
-    return JSONResponse(body, headers=_route_headers(out, latency))
+    return Response(orjson.dumps(body), media_type="application/json",
+                    headers=_route_headers(out, latency))
 
 
 def _event(obj: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def _chunk_dict(chunk: Any, model: str) -> dict[str, Any]:
-    body = chunk.model_dump(exclude_none=True)
-    body = {k: v for k, v in body.items() if k in _OPENAI_KEYS}
+    body = {k: v for k, v in _as_dict(chunk).items() if k in _OPENAI_KEYS}
     body["object"] = "chat.completion.chunk"
     body["model"] = model
     for choice in body.get("choices", []):

@@ -236,7 +236,7 @@ class EditPipeline:
 
     async def _call(self, fmt: str, req: EditRequest, files: dict[str, str],
                     context: list[str], trace: list[Step]) -> _Call | None:
-        from router.frontier import translate
+        from router.frontier import message_text, translate
 
         for target in self.targets:
             why = self.frontier.missing_key(target)
@@ -258,7 +258,7 @@ class EditPipeline:
                                   latency_s=_since(started), reason=error.message))
                 continue
             trace.append(self._frontier_step(fmt, target, call, _since(started)))
-            return _Call(_text(call.response), target)
+            return _Call(message_text(call.response), target)
         return None
 
     def _frontier_step(self, fmt: str, target: str, call: Any, wall_s: float) -> Step:
@@ -383,13 +383,6 @@ class EditPipeline:
             result.trace.append(Step("write", "ok", latency_s=_since(started),
                                      detail={"files": result.written}))
         return result
-
-
-def _text(response: Any) -> str:
-    try:
-        return response.choices[0].message.content or ""
-    except (AttributeError, IndexError):
-        return ""
 
 
 def _since(started: float) -> float:

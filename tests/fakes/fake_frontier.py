@@ -38,6 +38,7 @@ class FakeFrontier(ThreadingHTTPServer):
         self.default = default
         self.script: deque[str] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
@@ -53,9 +54,10 @@ class FakeFrontier(ThreadingHTTPServer):
         with self.lock:
             return self.script.popleft() if self.script else self.default
 
-    def record(self, body: dict[str, Any]) -> None:
+    def record(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         with self.lock:
             self.requests.append(body)
+            self.headers.append(headers or {})
 
     def start(self) -> "FakeFrontier":
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -108,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._json(400, {"error": {"message": "bad json", "type": "invalid_request_error"}})
             return
-        self.server.record(body)
+        self.server.record(body, {k.lower(): v for k, v in self.headers.items()})
         behaviour = self.server.next_behaviour()
         if behaviour.startswith("slow:"):
             time.sleep(float(behaviour[5:]))
