@@ -2,9 +2,12 @@
 completion (plain or streamed) to one upstream and back, byte for byte.
 
 No routing, no validation, no accounting: whatever complement adds beyond what this adds is
-the cost of being a router rather than a pipe. ``benchmarks/router_overhead.py`` starts it:
+the cost of being a router rather than a pipe. ``benchmarks/router_overhead.py`` starts it,
+twice: with httpx (the floor the issue names) and with aiohttp (the client complement's
+HTTP transport uses, so the pipe and the router differ only in what the router does):
 
-    python benchmarks/passthrough.py --upstream http://127.0.0.1:9000/v1 --port 9001
+    python benchmarks/passthrough.py --upstream http://127.0.0.1:9000/v1 --port 9001 \
+        [--client httpx|aiohttp]
 """
 
 from __future__ import annotations
@@ -19,6 +22,43 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+
+def build_aiohttp_app(upstream: str) -> Starlette:
+    import aiohttp
+
+    url = upstream.rstrip("/") + "/chat/completions"
+    sessions: list[aiohttp.ClientSession] = []
+
+    async def chat(request: Request) -> Response:
+        if not sessions:
+            sessions.append(aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=512, keepalive_timeout=60)))
+        body = await request.body()
+        upstream_response = await sessions[0].post(
+            url, data=body, headers={"content-type": "application/json",
+                                     "authorization": "Bearer k"})
+        kind = upstream_response.headers.get("content-type", "application/json")
+        if kind.startswith("text/event-stream"):
+            return StreamingResponse(upstream_response.content.iter_any(), media_type=kind,
+                                     status_code=upstream_response.status,
+                                     background=BackgroundTask(upstream_response.release))
+        data = await upstream_response.read()
+        upstream_response.release()
+        return Response(data, status_code=upstream_response.status, media_type=kind)
+
+    async def health(request: Request) -> Response:
+        return Response(b"ok")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for session in sessions:
+            await session.close()
+
+    routes: list[Any] = [Route("/v1/chat/completions", chat, methods=["POST"]),
+                         Route("/healthz", health)]
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def build_app(upstream: str) -> Starlette:
@@ -60,8 +100,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", required=True, help="base URL ending in /v1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--client", choices=("httpx", "aiohttp"), default="httpx")
     args = parser.parse_args()
-    uvicorn.run(build_app(args.upstream), host="127.0.0.1", port=args.port,
+    build = build_aiohttp_app if args.client == "aiohttp" else build_app
+    uvicorn.run(build(args.upstream), host="127.0.0.1", port=args.port,
                 log_level="warning", access_log=False)
 
 

@@ -21,7 +21,8 @@ litellm and rich); give it its own:
     python -m venv .venv-litellm && .venv-litellm/bin/pip install 'litellm[proxy]'
 
 Prints tables, then the JSON summary as the last line: for each of ``complement``,
-``passthrough`` and ``litellm_proxy`` and each concurrency ``cN``, ``added_p50_ms``,
+``passthrough`` (httpx), ``passthrough_aiohttp`` and ``litellm_proxy`` and each
+concurrency ``cN``, ``added_p50_ms``,
 ``added_p95_ms``, ``added_p99_ms``; ``stream`` the same for the time to first chunk; and
 ``ratios``: complement over the peer and over the floor.
 """
@@ -51,7 +52,7 @@ STREAM_BODY = {**BODY, "stream": True}
 KEY = "sk-bench-0123456789abcdef0123456789abcdef"
 """Every gateway checks an API key, as it would off loopback (the LiteLLM proxy refuses to
 start without one); the client sends it to all paths."""
-GATEWAYS = ("passthrough", "complement", "litellm_proxy")
+GATEWAYS = ("passthrough", "passthrough_aiohttp", "complement", "litellm_proxy")
 
 
 def free_port() -> int:
@@ -118,7 +119,10 @@ async def measure(client: httpx.AsyncClient, url: str, n: int, concurrency: int,
 
 async def run(args: argparse.Namespace, urls: dict[str, str]) -> dict[str, Any]:
     """{"plain"|"stream": {level: {system: [ms, ...]}}}, systems including "direct"."""
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    # Idle connections are dropped before the servers' 5 s keep-alive ends, so a request is
+    # never sent on a connection the server is closing (a ReadError, not a measurement).
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256,
+                          keepalive_expiry=2.0)
     systems = list(urls)
     out: dict[str, Any] = {"plain": {}, "stream": {}}
     async with httpx.AsyncClient(timeout=120, limits=limits,
@@ -149,12 +153,12 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             base = {q: pct(direct, q / 100) for q in (50, 95, 99)}
             title = "time to first chunk, streamed" if kind == "stream" else "whole response"
             print(f"\n{title}, concurrency {level} ({len(direct)} requests per path)")
-            print(f"{'path':<15} {'p50':>9} {'p95':>9} {'p99':>9}   {'added p50':>10} "
+            print(f"{'path':<20} {'p50':>9} {'p95':>9} {'p99':>9}   {'added p50':>10} "
                   f"{'added p95':>10} {'added p99':>10}")
             for system, values in series.items():
                 qs = {q: pct(values, q / 100) for q in (50, 95, 99)}
                 added = {q: qs[q] - base[q] for q in qs}
-                print(f"{system:<15} {qs[50]:>7.2f}ms {qs[95]:>7.2f}ms {qs[99]:>7.2f}ms   "
+                print(f"{system:<20} {qs[50]:>7.2f}ms {qs[95]:>7.2f}ms {qs[99]:>7.2f}ms   "
                       + ("" if system == "direct" else
                          f"{added[50]:>8.2f}ms {added[95]:>8.2f}ms {added[99]:>8.2f}ms"))
                 row = {f"p{q}_ms": round(qs[q], 3) for q in qs}
@@ -163,7 +167,26 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                 where = summary.setdefault("stream", {}) if kind == "stream" else summary
                 where.setdefault(system, {})[f"c{level}"] = row
     summary["ratios"] = ratios(summary)
+    summary["targets"] = targets(summary)
     return summary
+
+
+def targets(summary: dict[str, Any]) -> dict[str, Any]:
+    """Issue 17's bars, each with the measured value, where the runs needed were made."""
+    r = summary["ratios"]
+    bars = {"c1_added_p50_vs_litellm_proxy": (r.get("c1_p50_vs_litellm_proxy"), 0.5),
+            "c1_added_p50_vs_passthrough": (r.get("c1_p50_vs_passthrough"), 1.5),
+            "c64_added_p99_vs_litellm_proxy": (r.get("c64_p99_vs_litellm_proxy"), 0.5),
+            "stream_c1_first_chunk_over_passthrough_ms":
+                (r.get("stream_c1_p50_minus_passthrough_ms"), 2.0)}
+    out = {}
+    for name, (value, limit) in bars.items():
+        out[name] = {"value": value, "at_most": limit,
+                     "met": None if value is None else value <= limit}
+    for name, row in out.items():
+        print(f"target {name}: {row['value']} (at most {row['at_most']}): "
+              f"{'met' if row['met'] else 'not met' if row['met'] is False else 'not measured'}")
+    return out
 
 
 def ratios(summary: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +194,7 @@ def ratios(summary: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for where, prefix in ((summary, ""), (summary.get("stream", {}), "stream_")):
         ours = where.get("complement", {})
-        for peer in ("litellm_proxy", "passthrough"):
+        for peer in ("litellm_proxy", "passthrough", "passthrough_aiohttp"):
             theirs = where.get(peer, {})
             for level, row in ours.items():
                 if level not in theirs:
@@ -179,11 +202,11 @@ def ratios(summary: dict[str, Any]) -> dict[str, Any]:
                 for q in (50, 99):
                     a, b = row[f"added_p{q}_ms"], theirs[level][f"added_p{q}_ms"]
                     out[f"{prefix}{level}_p{q}_vs_{peer}"] = round(a / b, 3) if b > 0 else None
-        if "passthrough" in where and "complement" in where:
+        for floor in ("passthrough", "passthrough_aiohttp"):
             for level, row in ours.items():
-                if level in where["passthrough"]:
-                    out[f"{prefix}{level}_p50_minus_passthrough_ms"] = round(
-                        row["p50_ms"] - where["passthrough"][level]["p50_ms"], 3)
+                if level in where.get(floor, {}):
+                    out[f"{prefix}{level}_p50_minus_{floor}_ms"] = round(
+                        row["p50_ms"] - where[floor][level]["p50_ms"], 3)
     return out
 
 
@@ -222,6 +245,11 @@ def start(args: argparse.Namespace, tmp: Path, procs: list[subprocess.Popen]) ->
             "--port", str(ports["passthrough"])],
            f"http://127.0.0.1:{ports['passthrough']}/healthz")
     urls["passthrough"] = f"http://127.0.0.1:{ports['passthrough']}/v1"
+    if args.aiohttp_floor:
+        launch([sys.executable, str(REPO / "benchmarks" / "passthrough.py"), "--upstream", fake,
+                "--port", str(ports["passthrough_aiohttp"]), "--client", "aiohttp"],
+               f"http://127.0.0.1:{ports['passthrough_aiohttp']}/healthz")
+        urls["passthrough_aiohttp"] = f"http://127.0.0.1:{ports['passthrough_aiohttp']}/v1"
     config = tmp / "complement.yaml"
     config.write_text(
         f"models:\n  fake:\n    model: openai/fake-bench\n    api_base: {fake}\n"
@@ -277,6 +305,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes for complement and the LiteLLM proxy alike")
+    parser.add_argument("--no-aiohttp-floor", dest="aiohttp_floor", action="store_false",
+                        help="skip the second pass-through (aiohttp, the client complement "
+                             "uses upstream)")
     parser.add_argument("--litellm", metavar="PYTHON",
                         help="interpreter with litellm[proxy] (default .venv-litellm/bin/python)")
     args = parser.parse_args()
