@@ -253,7 +253,8 @@ def start(args: argparse.Namespace, tmp: Path, procs: list[subprocess.Popen]) ->
     config = tmp / "complement.yaml"
     config.write_text(
         f"models:\n  fake:\n    model: openai/fake-bench\n    api_base: {fake}\n"
-        f"    api_key: k\n    input_cost_per_token: 1.0e-6\n    output_cost_per_token: 2.0e-6\n"
+        f"    transport: {args.transport}\n    api_key: k\n"
+        f"    input_cost_per_token: 1.0e-6\n    output_cost_per_token: 2.0e-6\n"
         f"frontier:\n  circuit: {{failure_threshold: 1000}}\n"
         f"routes:\n  bench:\n    targets: [fake]\n"
         f"data_dir: {tmp / 'data'}\nserver:\n  api_keys: [{KEY}]\n")
@@ -305,6 +306,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per level")
     parser.add_argument("--workers", type=int, default=1,
                         help="server processes for complement and the LiteLLM proxy alike")
+    parser.add_argument("--transport", choices=("auto", "http", "litellm"), default="auto",
+                        help="complement's transport to the fake (litellm: the path before "
+                             "issue 17, for comparison)")
     parser.add_argument("--no-aiohttp-floor", dest="aiohttp_floor", action="store_false",
                         help="skip the second pass-through (aiohttp, the client complement "
                              "uses upstream)")
@@ -330,6 +334,7 @@ def main() -> None:
                           f"{platform.python_version()}, load {os.getloadavg()[0]:.2f}")
     summary["requests_per_path_and_level"] = args.requests * args.rounds
     summary["workers"] = args.workers
+    summary["complement_transport"] = args.transport
     print(json.dumps(summary))
 
 
