@@ -192,7 +192,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         from specialists.tab.events import EventStore
 
         app.state.events = await run_in_threadpool(
-            EventStore, config.events_url(), feedback_timeout_s=config.events.feedback_timeout_s)
+            lambda: EventStore(config.events_url(), **config.events.store_options()))
         from router.metrics import EventMetrics
 
         app.state.metrics.registry.register(EventMetrics(app.state.events))

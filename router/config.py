@@ -22,6 +22,7 @@ __all__ = [
     "CircuitConfig",
     "Config",
     "EventsConfig",
+    "EventsPoolConfig",
     "FrontierConfig",
     "ModelConfig",
     "RetryConfig",
@@ -194,11 +195,34 @@ class WorkspaceConfig(_Strict):
         return [Path(os.path.expanduser(r)) for r in self.allowed_roots if r]
 
 
+class EventsPoolConfig(_Strict):
+    """Connection pool of each server process to a PostgreSQL event store (SQLite: unused).
+    The database sees up to workers x (size + max_overflow) connections."""
+
+    size: int = Field(10, ge=1)
+    max_overflow: int = Field(20, ge=0)
+    timeout_s: float = Field(30.0, gt=0)
+    """How long a request waits for a free connection."""
+    recycle_s: float = Field(1800.0, gt=0)
+    """Replace connections older than this (servers and proxies close idle ones)."""
+    pre_ping: bool = True
+    """Check each connection as it leaves the pool (a restarted database costs no error)."""
+
+
 class EventsConfig(_Strict):
     url: str = ""
-    """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``."""
+    """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``.
+    Either is migrated to the newest schema when it is opened."""
     feedback_timeout_s: float = Field(30.0, gt=0)
     """A shown suggestion with no feedback after this long counts as rejected."""
+    pool: EventsPoolConfig = Field(default_factory=EventsPoolConfig)
+
+    def store_options(self) -> dict[str, Any]:
+        """``EventStore``'s keyword arguments for this block."""
+        from specialists.tab.events import PoolOptions
+
+        return {"feedback_timeout_s": self.feedback_timeout_s,
+                "pool": PoolOptions(**self.pool.model_dump())}
 
 
 class Config(_Strict):
