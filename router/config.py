@@ -51,6 +51,9 @@ class ServerConfig(_Strict):
     api_keys: list[str] = Field(default_factory=list)
     """Accepted bearer tokens. Empty means no auth, which is allowed on loopback only."""
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    body_timeout_s: float = Field(30.0, gt=0)
+    """How long a request body may stall before the answer is 408: a client that stops
+    sending mid-body would otherwise hold its connection (and the request) forever."""
 
     @model_validator(mode="after")
     def _keys_off_loopback(self) -> "ServerConfig":

@@ -3,7 +3,8 @@
     ComplementError                      500 internal_error
     ├── ConfigError                      (CLI exit 2; never reaches HTTP)
     ├── BadRequest                       400 invalid_request_error
-    │   └── PayloadTooLarge              413 invalid_request_error
+    │   ├── PayloadTooLarge              413 invalid_request_error
+    │   └── RequestTimeout               408 invalid_request_error
     ├── Unauthorized                     401 authentication_error
     ├── Forbidden                        403 permission_error
     ├── NotFound                         404 not_found_error
@@ -57,6 +58,7 @@ __all__ = [
     "FrontierTimeout",
     "NotFound",
     "PayloadTooLarge",
+    "RequestTimeout",
     "Unauthorized",
     "Unavailable",
     "UnknownRoute",
@@ -101,6 +103,11 @@ class BadRequest(ComplementError):
 class PayloadTooLarge(BadRequest):
     status_code = 413
     code = "payload_too_large"
+
+
+class RequestTimeout(BadRequest):
+    status_code = 408
+    code = "request_timeout"
 
 
 class Unauthorized(ComplementError):
@@ -215,6 +222,10 @@ def install_handlers(app: "FastAPI") -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, ComplementError):
+            # raised while FastAPI read the body (the guard's 413 or 408), which FastAPI
+            # reports as "There was an error parsing the body" (400); say what it was
+            return error_response(exc.__cause__)
         error = ComplementError(str(exc.detail))
         error.status_code = exc.status_code
         error.error_type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"

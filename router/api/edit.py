@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.api.jsonbody import JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
 from specialists.base import Specialist
@@ -25,7 +26,7 @@ from specialists.paths import resolve_repo
 
 __all__ = ["EditBody", "router"]
 
-router = APIRouter(tags=["edit"])
+router = APIRouter(tags=["edit"], route_class=JSONRoute)
 
 
 class EditBody(BaseModel):
