@@ -157,3 +157,16 @@ def test_a_body_that_stalls_is_408_not_a_held_connection(served: str) -> None:
             assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
             assert b"server.body_timeout_s" in answer
             assert time.monotonic() - started < 5
+
+
+def test_an_unknown_edit_route_outside_latin_1_is_404(served: str) -> None:
+    """fuzz/POST /v1/edit: the route a request named went into the x-complement-route
+    header before it was checked; a name outside Latin-1 made the header fail (500), and
+    any name became a metrics label. Only a configured route is recorded now."""
+    import httpx
+
+    r = httpx.post(f"{served}/v1/edit", json={"instruction": "x", "route": "модель-\U00031d01"},
+                   timeout=30)
+    assert r.status_code == 404 and r.headers["x-complement-route"] == "edit", r.text
+    metrics = httpx.get(f"{served}/metrics", timeout=30).text
+    assert "модель" not in metrics
