@@ -88,15 +88,18 @@ def _answer_text(body: dict[str, Any], behaviour: str) -> str:
         return behaviour[5:]
     if behaviour.startswith("text64:"):
         return base64.b64decode(behaviour[7:]).decode()
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    last = users[-1]["content"] if users else ""
+    messages = body.get("messages")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"] \
+        if isinstance(messages, list) else []
+    last = users[-1].get("content") or "" if users else ""
     if isinstance(last, list):
-        last = " ".join(p.get("text", "") for p in last if isinstance(p, dict))
+        last = " ".join(str(p.get("text", "")) for p in last if isinstance(p, dict))
     return f"echo: {last}"
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    prompt = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict)) // 4 + 1
     completion = max(1, len(text) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}
