@@ -98,8 +98,10 @@ def _answer_text(body: dict[str, Any], behaviour: str) -> str:
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
-    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
-    prompt = sum(len(str(m.get("content", ""))) for m in messages if isinstance(m, dict)) // 4 + 1
+    messages = body.get("messages")
+    contents = [m.get("content", "") for m in messages if isinstance(m, dict)] \
+        if isinstance(messages, list) else []
+    prompt = sum(len(str(c)) for c in contents) // 4 + 1
     completion = max(1, len(text) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}

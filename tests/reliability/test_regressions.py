@@ -110,7 +110,8 @@ def test_a_lone_surrogate_is_a_400_not_a_500(served: str, path: str, body: Any) 
 
 
 def test_paired_surrogates_are_text(served: str) -> None:
-    r = _post(served, "/v1/apply", b'{"original": "x = 1\\n", "sketch": "x = \\"\\ud83d\\ude00\\"\\n"}')
+    r = _post(served, "/v1/apply",
+              b'{"original": "x = 1\\n", "sketch": "x = \\"\\ud83d\\ude00\\"\\n"}')
     assert r.status_code == 200 and "\U0001F600" in r.json()["files"][0]["merged"]
 
 
