@@ -171,3 +171,28 @@ def test_an_unknown_edit_route_outside_latin_1_is_404(served: str) -> None:
     assert r.status_code == 404 and r.headers["x-complement-route"] == "edit", r.text
     metrics = httpx.get(f"{served}/metrics", timeout=30).text
     assert "модель" not in metrics
+
+
+def test_a_client_that_hangs_up_mid_body_is_499_not_a_logged_500(
+        served: str, caplog: pytest.LogCaptureFixture) -> None:
+    """hostile/disconnect mid-body: the endpoints that read their own body (chat,
+    feedback) logged an unhandled ClientDisconnect as a 500 with its traceback; those FastAPI
+    reads counted a 400. It is the client's doing: 499 (nginx's), nothing logged."""
+    import logging
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    port = urlsplit(served).port
+    with caplog.at_level(logging.ERROR):
+        for path in ("/v1/chat/completions", "/v1/feedback", "/v1/apply"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             "application/json\r\nContent-Length: 100\r\n\r\n{\"mo".encode())
+                time.sleep(0.2)
+        time.sleep(0.5)
+    assert not [r for r in caplog.records if "unhandled" in r.getMessage()]
+    metrics = httpx.get(f"{served}/metrics", timeout=30).text
+    assert 'route="apply",status="499"' in metrics
