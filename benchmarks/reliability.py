@@ -493,17 +493,47 @@ def judge_chat(url: str, route: str, stream: bool) -> dict[str, Any]:
     return out
 
 
+def judge_edit(url: str, route: str, _stream: bool) -> dict[str, Any]:
+    """One /v1/edit through the route: ``fallback`` (the ``ok`` model answered),
+    ``clear_error`` (a refusal in the error shape, or ``failed`` with the reason), or ``bad``."""
+    started = time.monotonic()
+    out: dict[str, Any] = {"route": route, "endpoint": "edit"}
+    try:
+        r = httpx.post(f"{url}/v1/edit", timeout=HANG_S, json={
+            "instruction": "rename x to y", "route": route, "texts": {"a.py": "x = 1\n"}})
+        body = r.json()
+        out["status"] = r.status_code
+        if r.status_code == 200 and str(body.get("model") or "").startswith("ok"):
+            out["result"] = "fallback"
+        elif r.status_code == 200:
+            out["result"] = "clear_error" if body.get("status") == "failed" and \
+                body.get("reason") else "bad"
+            out["error"] = str(body.get("reason"))[:160]
+        else:
+            out["result"] = "clear_error" if _is_clear_error(r.status_code, body) else "bad"
+    except httpx.TimeoutException:
+        out["result"] = "hang"
+    except (httpx.TransportError, ValueError) as exc:
+        out["result"], out["error"] = "bad", f"{type(exc).__name__}: {exc}"
+    out["seconds"] = round(time.monotonic() - started, 3)
+    return out
+
+
 def section_faults(ctx: "Context") -> dict[str, Any]:
-    jobs = [(fault, transport, prefix, stream)
+    """Each fault, through each transport, alone (``only-``: a clear error) and with the
+    ``ok`` model behind it (``fb-``: a fallback, or an in-band error once a stream has
+    begun): chat streamed and not, and /v1/edit."""
+    jobs = [(fault, transport, prefix, judge, stream)
             for fault in FAULTS for transport in TRANSPORTS for prefix in ("only", "fb")
-            for stream in fault.modes]
+            for judge, stream in [(judge_chat, m) for m in fault.modes]
+            + [(judge_edit, False)] * (False in fault.modes)]  # edits do not stream
     log(f"faults: {len(FAULTS)} kinds x {len(TRANSPORTS)} transports, {len(jobs)} requests")
     results: dict[str, Any] = {f.name: {"requests": 0, "fallback": 0, "clear_error": 0,
                                          "bad": []} for f in FAULTS}
     with cf.ThreadPoolExecutor(max_workers=16) as pool:  # mostly waiting on timeouts
-        futures = {pool.submit(judge_chat, ctx.server.url,
-                               f"{prefix}-{fault.name}-{transport}", stream): fault
-                   for fault, transport, prefix, stream in jobs}
+        futures = {pool.submit(judge, ctx.server.url, f"{prefix}-{fault.name}-{transport}",
+                               stream): fault
+                   for fault, transport, prefix, judge, stream in jobs}
         for future in cf.as_completed(futures):
             fault, outcome = futures[future], future.result()
             row = results[fault.name]
@@ -730,7 +760,7 @@ def section_durability(ctx: "Context") -> dict[str, Any]:
             **check, "acknowledged_lost": lost, "retried_after_restart": retried,
             "resent_answers": resent, "recorded_again": ledger.recorded_again,
             "client_errors": ledger.errors,
-            "restart_s": server.starts}
+            "restart_s": server.starts, "server_log_errors": log_errors(tmp / "server.log")}
 
 
 def server_url_of(config: Path) -> str:
@@ -834,14 +864,22 @@ HOSTILE_ANSWERS = (
 """Frontier answers that name paths outside the repository (``hostile-N`` routes)."""
 
 
+HANG_UP = b"<hang up>"
+"""A body chunk that means: close the connection here, read nothing (a client gone)."""
+
+
 def raw_http(port: int, data: bytes, timeout: float = HANG_S,
              body_chunks: list[bytes] | None = None) -> tuple[int, bytes]:
     """Send bytes as they are (no client library to tidy them up): (status, body head).
-    Status 0: the server closed without answering; -1: no answer in ``timeout`` (a hang)."""
+    Status 0: the server closed without answering (or we hung up); -1: no answer in
+    ``timeout`` (a hang)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         try:
             sock.sendall(data)
             for chunk in body_chunks or []:
+                if chunk == HANG_UP:
+                    time.sleep(0.1)
+                    return 0, b""
                 sock.sendall(chunk)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the server answered early (413) and closed; read what it said
@@ -968,7 +1006,14 @@ def hostile_cases(tmp: Path, limit: int) -> list[tuple[str, bytes, list[bytes] |
             (f"{path} huge header", request_bytes("POST", path, good, {"X-Big": "a" * 200_000}),
              None),
             (f"{path} GET", request_bytes("GET", path), None),
+            (f"{path} hang up mid-body", request_bytes("POST", path, good[:5],
+                                                       {"Content-Length": str(len(good))}),
+             [HANG_UP]),
+            (f"{path} hang up before the answer", request_bytes("POST", path, good), [HANG_UP]),
         ]
+    stream = json.dumps(chat_body("chat", stream=True)).encode()
+    cases.append(("chat stream, hang up after the first bytes",
+                  request_bytes("POST", "/v1/chat/completions", stream), [b"", HANG_UP]))
     for target in ("/static/..%2f..%2f..%2fetc%2fpasswd", "/static/%00", "/static/a%00b",
                    "/static/../../router/app.py", "//etc/passwd", "/v1/../v1/models",
                    "/static/%ff%fe", "/static/" + "a/" * 5000, "/v1/tab?" + "a=1&" * 20000,
@@ -1060,6 +1105,7 @@ def section_hostile(ctx: "Context") -> dict[str, Any]:
             elif status not in (expected_statuses(name) or (status,)):
                 results["unexpected"].append(f"{name} -> {status}: {body[:200]!r}")
     alive = httpx.get(f"{ctx.server.url}/healthz", timeout=10).status_code == 200
+    time.sleep(0.5)  # let the server finish logging what the hang-ups did
     after = snapshot(ctx.tmp)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     for line in results["server_errors"] + results["hangs"] + results["unexpected"]:
@@ -1136,7 +1182,18 @@ def run_sections(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 log(f"{section}: done in {took}s")
         finally:
             server.stop()
+        summary["server_log_errors"] = log_errors(server.log_path)
     return summary
+
+
+def log_errors(path: Path) -> list[str]:
+    """The server's logged failures: tracebacks, unhandled errors (each a 500 or a crash
+    that a client may never have seen)."""
+    if not path.exists():
+        return []
+    lines = path.read_text(errors="replace").splitlines()
+    return [line[:300] for line in lines
+            if line.startswith(("Traceback", "ERROR", "unhandled error"))]
 
 
 SECTION_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
@@ -1173,6 +1230,10 @@ def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
     if "load" in summary:
         out["load"] = {args.engine: summary["load"]["levels"]}
         out["tab_p99_over_50ms_at"] = {args.engine: summary["load"]["tab_p99_over_50ms_at"]}
+    errors = summary.get("server_log_errors", []) + summary.get("durability", {}).get(
+        "server_log_errors", [])
+    out["server_log_errors"] = len(errors)
+    checks.append(not errors)
     out["ok"] = all(checks)
     out["machine"] = (f"{platform.machine()}, {os.cpu_count()} cores, Python "
                       f"{platform.python_version()}")
