@@ -196,3 +196,31 @@ def test_a_client_that_hangs_up_mid_body_is_499_not_a_logged_500(
     assert not [r for r in caplog.records if "unhandled" in r.getMessage()]
     metrics = httpx.get(f"{served}/metrics", timeout=30).text
     assert 'route="apply",status="499"' in metrics
+
+
+# -- several server processes on one index directory ----------------------------------------
+def _retriever(root: Any, index_dir: Any) -> Any:
+    from retrieval.specialist import RetrievalSpecialist
+
+    spec = RetrievalSpecialist(allowed_root=str(root), index_dir=str(index_dir),
+                               embedder="hash:64")
+    spec.setup()
+    spec.wait_ready(60)
+    return spec
+
+
+def test_every_worker_searches_what_any_worker_indexed(tmp_path: Any) -> None:
+    """load with --workers 2: /v1/index reached one worker; /v1/retrieve without 'repo' on
+    the other answered 503 'no repository is indexed yet', and a worker that had read an
+    index kept searching that copy after another worker refreshed it."""
+    repo = tmp_path / "repos" / "proj"
+    repo.mkdir(parents=True)
+    (repo / "a.py").write_text("def alpha():\n    return 'first version'\n")
+    one, two = (_retriever(tmp_path / "repos", tmp_path / "indexes") for _ in range(2))
+    one.index_repo("proj")
+    first = two.retrieve("alpha first version", k=3)  # no repo: the last one indexed
+    assert first["repo"] == str(repo.resolve()) and first["results"]
+    (repo / "b.py").write_text("def beta():\n    return 'added later'\n")
+    one.index_repo("proj")
+    paths = {hit["path"] for hit in two.retrieve("beta added later", k=5)["results"]}
+    assert "b.py" in paths
