@@ -1227,9 +1227,10 @@ def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         checks.append(h["hostile_5xx"] == 0 and h["hostile_hangs"] == 0
                       and h["hostile_unexpected"] == 0 and h["written_outside"] == 0
                       and h["server_alive_after"])
-    if "load" in summary:
-        out["load"] = {args.engine: summary["load"]["levels"]}
-        out["tab_p99_over_50ms_at"] = {args.engine: summary["load"]["tab_p99_over_50ms_at"]}
+    if "load" in summary:  # keyed by server kind: the engine, and its processes if several
+        kind = args.engine if args.workers == 1 else f"{args.engine}-{args.workers}-workers"
+        out["load"] = {kind: summary["load"]["levels"]}
+        out["tab_p99_over_50ms_at"] = {kind: summary["load"]["tab_p99_over_50ms_at"]}
     errors = summary.get("server_log_errors", []) + summary.get("durability", {}).get(
         "server_log_errors", [])
     out["server_log_errors"] = len(errors)
@@ -1321,6 +1322,7 @@ def throwaway_postgres() -> Iterator[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
+    load_start = [round(x, 2) for x in os.getloadavg()]
     tmp = Path(tempfile.mkdtemp(prefix="complement-reliability-"))
     try:
         if args.postgres and not args.events_url:
@@ -1334,6 +1336,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     out = flatten(summary, args)
+    out["load_average_start"] = load_start
     out["seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(out))
     return 0 if out["ok"] else 1
