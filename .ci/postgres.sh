@@ -19,4 +19,6 @@ dir=$(mktemp -d /tmp/complement-pg.XXXXXX)
 run_as "$bindir/initdb" -D "$dir/data" -U complement --auth=trust -E UTF8 >/dev/null
 run_as "$bindir/pg_ctl" -D "$dir/data" -l "$dir/log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=on" start >/dev/null
+echo "postgres: stop it with: $bindir/pg_ctl -D $dir/data stop (as the postgres user if root)" >&2
+echo "postgres-data-dir: $dir" >&2
 echo "postgresql+psycopg://complement@127.0.0.1:$port/postgres"

@@ -203,6 +203,11 @@ class Index:
         self._bm25 = self._faiss = None
         self._generation = None
 
+    def stale(self) -> bool:
+        """Whether another writer (another process) has saved a newer generation than the
+        one this object holds."""
+        return self._pointer() != self._generation
+
     def _pointer(self) -> str | None:
         try:
             return (self.directory / "CURRENT").read_text().strip()

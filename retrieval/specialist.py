@@ -21,6 +21,7 @@ roots) use ``search_repo``.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -35,7 +36,7 @@ from specialists.base import (
     SpecialistOptions,
     UnavailableError,
 )
-from specialists.paths import resolve_repo
+from specialists.paths import resolve_repo, within
 
 from retrieval.embedders import data_home
 from retrieval.index import Filters, Index, IndexConfig
@@ -131,10 +132,13 @@ class RetrievalSpecialist(Specialist):
 
     # -- operations ---------------------------------------------------------------------
     def _open(self, repo: Path) -> tuple[Index, threading.Lock]:
+        """The repository's index, as it is on disk now: another process serving the same
+        config (``complement serve --workers N``) may have refreshed it since it was read."""
         self._ready()
         with self._guard:
             lock = self._locks.setdefault(repo, threading.Lock())
-            if repo not in self._indexes:
+            index = self._indexes.get(repo)
+            if index is None or index.stale():
                 self._indexes[repo] = Index.open(index_dir_for(self.index_base, repo),
                                                  self.config, self._embedder)
             return self._indexes[repo], lock
@@ -145,14 +149,35 @@ class RetrievalSpecialist(Specialist):
         with lock:
             stats = index.refresh(repo, progress)
         self._last_repo = repo
+        self._remember_last(repo)
         return {"repo": str(repo), **stats.to_dict()}
+
+    # "the last one indexed" is shared by every process serving this index_dir, so a
+    # request reaches the same repository whichever worker answers it
+    def _remember_last(self, repo: Path) -> None:
+        pointer = self.index_base / "LAST"
+        try:
+            self.index_base.mkdir(parents=True, exist_ok=True)
+            tmp = pointer.with_name(f".LAST.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(str(repo), "utf-8")
+            os.replace(tmp, pointer)
+        except OSError:  # a read-only index_dir: this process still remembers
+            pass
+
+    def _last(self) -> Path | None:
+        try:
+            last = Path((self.index_base / "LAST").read_text("utf-8").strip())
+        except (OSError, ValueError):
+            return self._last_repo
+        return last if self.allowed_root and within(last, self.allowed_root) else \
+            self._last_repo
 
     def retrieve(self, query: str, k: int = 10, filters: Filters | None = None,
                  repo: str | None = None, mode: str = "hybrid") -> dict[str, Any]:
         if not query.strip():
             raise SpecialistError("query is empty", param="query")
         target = self.check_path(repo) if repo else (
-            self.check_path(self.default_repo) if self.default_repo else self._last_repo)
+            self.check_path(self.default_repo) if self.default_repo else self._last())
         if target is None:
             raise UnavailableError("no repository is indexed yet: POST /v1/index first, or "
                                    "pass 'repo'")

@@ -6,13 +6,15 @@ the registry (loading models in each specialist's ``setup``), so tests can pass 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import importlib
 import logging
 import os
+import sys
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable
 
 from fastapi import FastAPI
 from starlette.datastructures import MutableHeaders
@@ -22,6 +24,7 @@ from router.config import Config, is_loopback
 from router.errors import (
     ComplementError,
     PayloadTooLarge,
+    RequestTimeout,
     Unauthorized,
     error_response,
     install_handlers,
@@ -111,12 +114,15 @@ class HeadersMiddleware:
 
 
 class GuardMiddleware:
-    """API keys and the body-size limit, checked before any endpoint code runs."""
+    """API keys, the body-size limit and the body's read timeout, checked before any
+    endpoint code runs."""
 
-    def __init__(self, app: ASGIApp, api_keys: list[str], max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, api_keys: list[str], max_body_bytes: int,
+                 body_timeout_s: float = 30.0) -> None:
         self.app = app
         self.api_keys = [k.encode() for k in api_keys]
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -146,17 +152,34 @@ class GuardMiddleware:
 
     def _counting(self, receive: Receive) -> Receive:
         seen = 0
+        done = False
 
         async def wrapped() -> Message:
-            nonlocal seen
-            message = await receive()
+            nonlocal seen, done
+            if done:  # the body is in; what follows is a wait for the disconnect
+                return await receive()
+            try:
+                message = await _within(self.body_timeout_s, receive())
+            except asyncio.TimeoutError:
+                raise RequestTimeout(f"the request body stalled for {self.body_timeout_s:g}s "
+                                     "(server.body_timeout_s); send it whole") from None
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
                     raise self._too_large()
+                done = not message.get("more_body", False)
+            else:
+                done = True
             return message
 
         return wrapped
+
+
+async def _within(seconds: float, awaitable: Awaitable[Message]) -> Message:
+    if sys.version_info >= (3, 11):  # a timer on the running task, no task of its own
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, seconds)
 
 
 def _include_area_routers(app: FastAPI) -> None:
@@ -192,7 +215,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         from specialists.tab.events import EventStore
 
         app.state.events = await run_in_threadpool(
-            EventStore, config.events_url(), feedback_timeout_s=config.events.feedback_timeout_s)
+            lambda: EventStore(config.events_url(), **config.events.store_options()))
         from router.metrics import EventMetrics
 
         app.state.metrics.registry.register(EventMetrics(app.state.events))
@@ -217,7 +240,8 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     if not config.server.api_keys and not is_loopback(config.server.host):
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
-                       max_body_bytes=config.server.max_body_bytes)
+                       max_body_bytes=config.server.max_body_bytes,
+                       body_timeout_s=config.server.body_timeout_s)
     # outermost: the guard's 401 and 413 get the headers too
     app.add_middleware(HeadersMiddleware, metrics=app.state.metrics)
     return app

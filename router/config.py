@@ -22,6 +22,7 @@ __all__ = [
     "CircuitConfig",
     "Config",
     "EventsConfig",
+    "EventsPoolConfig",
     "FrontierConfig",
     "ModelConfig",
     "RetryConfig",
@@ -50,6 +51,9 @@ class ServerConfig(_Strict):
     api_keys: list[str] = Field(default_factory=list)
     """Accepted bearer tokens. Empty means no auth, which is allowed on loopback only."""
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
+    body_timeout_s: float = Field(30.0, gt=0)
+    """How long a request body may stall before the answer is 408: a client that stops
+    sending mid-body would otherwise hold its connection (and the request) forever."""
 
     @model_validator(mode="after")
     def _keys_off_loopback(self) -> "ServerConfig":
@@ -194,11 +198,34 @@ class WorkspaceConfig(_Strict):
         return [Path(os.path.expanduser(r)) for r in self.allowed_roots if r]
 
 
+class EventsPoolConfig(_Strict):
+    """Connection pool of each server process to a PostgreSQL event store (SQLite: unused).
+    The database sees up to workers x (size + max_overflow) connections."""
+
+    size: int = Field(10, ge=1)
+    max_overflow: int = Field(20, ge=0)
+    timeout_s: float = Field(30.0, gt=0)
+    """How long a request waits for a free connection."""
+    recycle_s: float = Field(1800.0, gt=0)
+    """Replace connections older than this (servers and proxies close idle ones)."""
+    pre_ping: bool = True
+    """Check each connection as it leaves the pool (a restarted database costs no error)."""
+
+
 class EventsConfig(_Strict):
     url: str = ""
-    """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``."""
+    """SQLAlchemy URL (``postgresql+psycopg://...``); empty: SQLite under ``data_dir``.
+    Either is migrated to the newest schema when it is opened."""
     feedback_timeout_s: float = Field(30.0, gt=0)
     """A shown suggestion with no feedback after this long counts as rejected."""
+    pool: EventsPoolConfig = Field(default_factory=EventsPoolConfig)
+
+    def store_options(self) -> dict[str, Any]:
+        """``EventStore``'s keyword arguments for this block."""
+        from specialists.tab.events import PoolOptions
+
+        return {"feedback_timeout_s": self.feedback_timeout_s,
+                "pool": PoolOptions(**self.pool.model_dump())}
 
 
 class Config(_Strict):

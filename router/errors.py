@@ -3,7 +3,9 @@
     ComplementError                      500 internal_error
     ├── ConfigError                      (CLI exit 2; never reaches HTTP)
     ├── BadRequest                       400 invalid_request_error
-    │   └── PayloadTooLarge              413 invalid_request_error
+    │   ├── PayloadTooLarge              413 invalid_request_error
+    │   └── RequestTimeout               408 invalid_request_error
+    ├── ClientClosedRequest              499 client_closed_request (nobody reads it)
     ├── Unauthorized                     401 authentication_error
     ├── Forbidden                        403 permission_error
     ├── NotFound                         404 not_found_error
@@ -47,6 +49,7 @@ __all__ = [
     "BadRequest",
     "BudgetExceeded",
     "CircuitOpen",
+    "ClientClosedRequest",
     "ComplementError",
     "ConfigError",
     "Conflict",
@@ -57,6 +60,7 @@ __all__ = [
     "FrontierTimeout",
     "NotFound",
     "PayloadTooLarge",
+    "RequestTimeout",
     "Unauthorized",
     "Unavailable",
     "UnknownRoute",
@@ -101,6 +105,19 @@ class BadRequest(ComplementError):
 class PayloadTooLarge(BadRequest):
     status_code = 413
     code = "payload_too_large"
+
+
+class RequestTimeout(BadRequest):
+    status_code = 408
+    code = "request_timeout"
+
+
+class ClientClosedRequest(ComplementError):
+    """The client hung up before its request was whole (nginx's 499): its doing, not ours,
+    so neither a 400 nor a logged 500."""
+
+    status_code = 499
+    error_type = "client_closed_request"
 
 
 class Unauthorized(ComplementError):
@@ -192,6 +209,11 @@ def install_handlers(app: "FastAPI") -> None:
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
+    from starlette.requests import ClientDisconnect
+
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        return error_response(_CLIENT_GONE)
 
     @app.exception_handler(ComplementError)
     async def _ours(request: Request, exc: ComplementError) -> JSONResponse:
@@ -215,6 +237,12 @@ def install_handlers(app: "FastAPI") -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, ComplementError):
+            # raised while FastAPI read the body (the guard's 413 or 408), which FastAPI
+            # reports as "There was an error parsing the body" (400); say what it was
+            return error_response(exc.__cause__)
+        if isinstance(exc.__cause__, ClientDisconnect):
+            return error_response(_CLIENT_GONE)
         error = ComplementError(str(exc.detail))
         error.status_code = exc.status_code
         error.error_type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
@@ -225,6 +253,10 @@ def install_handlers(app: "FastAPI") -> None:
         log.exception("unhandled error on %s", request.url.path)
         return error_response(ComplementError(
             f"internal error ({type(exc).__name__}); the server logged the details"))
+
+
+_CLIENT_GONE = ClientClosedRequest("the client closed the connection before its request "
+                                   "was whole")
 
 
 def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:

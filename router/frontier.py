@@ -455,10 +455,25 @@ class FrontierClient:
             except StopAsyncIteration:
                 raise ProviderError("APIResponseValidationError",
                                     "the stream ended before its first chunk") from None
+            if _ends_unsaid(first):
+                raise ProviderError("MidStreamFallbackError",
+                                    "the stream ended before its first chunk") from None
             return first, iterator
 
         (first, rest), attempts = await self._with_retries(name, attempt, deadline)
         return StreamHandle(first, rest, name, attempts, started)
+
+
+def _ends_unsaid(chunk: Any) -> bool:
+    """A first chunk that already finishes, with no role and no content: litellm's stand-in
+    for a stream that closed before sending anything (a real empty answer starts with the
+    assistant's role). Passed on, it would be a 200 with an empty answer and no fallback."""
+    body = chunk if isinstance(chunk, dict) else chunk.model_dump(exclude_none=True)
+    choices = body.get("choices") or []
+    return bool(choices) and all(
+        isinstance(c, dict) and c.get("finish_reason") and not any(
+            (c.get("delta") or {}).get(k) for k in ("role", "content", "tool_calls"))
+        for c in choices)
 
 
 def message_text(response: Any) -> str:

@@ -89,8 +89,7 @@ class LocalBackend:
         self.tab = specialist_from_config(config.specialists, "tab")
         sync_deployed(self.tab, PolicyStore(config.data_path() / "tab"))  # as the server does
         self.applier = specialist_from_config(config.specialists, "apply")
-        self.events = EventStore(config.events_url(),
-                                 feedback_timeout_s=config.events.feedback_timeout_s)
+        self.events = EventStore(config.events_url(), **config.events.store_options())
 
     def suggest(self, payload: dict[str, Any]) -> dict[str, Any]:
         from router.api.tab import log_action, tab_response

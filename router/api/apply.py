@@ -13,12 +13,13 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.api.jsonbody import JSONRoute
 from router.registry import uses
 from specialists.base import Specialist
 
 __all__ = ["ApplyFile", "ApplyRequest", "apply_response", "router"]
 
-router = APIRouter(tags=["apply"])
+router = APIRouter(tags=["apply"], route_class=JSONRoute)
 
 
 class ApplyFile(BaseModel):

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.api.jsonbody import JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
 from specialists.base import Specialist
@@ -25,7 +26,7 @@ from specialists.paths import resolve_repo
 
 __all__ = ["EditBody", "router"]
 
-router = APIRouter(tags=["edit"])
+router = APIRouter(tags=["edit"], route_class=JSONRoute)
 
 
 class EditBody(BaseModel):
@@ -81,10 +82,11 @@ async def edit(body: EditBody, request: Request,
     if body.write and not body.repo:
         raise BadRequest("write needs repo: the directory the files are written into",
                          param="write")
-    request.state.complement_route = body.route
     config = request.app.state.config
     repo = resolve_repo(body.repo, config.workspace.roots()) if body.repo else None
     pipeline = pipeline_for(request.app.state, body.route, repo, applier)
+    # only a configured route: the name goes into a header and a metrics label
+    request.state.complement_route = body.route
     req = EditRequest(instruction=body.instruction, repo=str(repo) if repo else None,
                       files=body.files, texts=body.texts, strategy=body.strategy,
                       write=body.write, replay_task=body.replay_task)

@@ -35,8 +35,12 @@ async def static(name: str) -> Response:
     """The page's own files; nothing outside ``router/static`` is ever served."""
     from router.errors import NotFound
 
-    target = (STATIC / name).resolve()
-    if STATIC not in target.parents or not target.is_file():
+    try:
+        target = (STATIC / name).resolve()
+        found = STATIC in target.parents and target.is_file()
+    except (OSError, ValueError):  # a NUL in the name, a name too long for the OS
+        found = False
+    if not found:
         raise NotFound(f"no static file {name!r}")
     return FileResponse(target, media_type=_TYPES.get(target.suffix, "application/octet-stream"))
 

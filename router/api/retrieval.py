@@ -14,11 +14,12 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval import Filters
+from router.api.jsonbody import JSONRoute
 from router.registry import uses
 
 __all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
 
-router = APIRouter(tags=["retrieval"])
+router = APIRouter(tags=["retrieval"], route_class=JSONRoute)
 
 
 class IndexRequest(BaseModel):

@@ -97,8 +97,7 @@ def _progress(msg: str) -> None:
 def _events(config: Any, state: Path) -> Any:
     from specialists.tab.events import EventStore, sqlite_url
 
-    return EventStore(config.events.url or sqlite_url(state),
-                      feedback_timeout_s=config.events.feedback_timeout_s)
+    return EventStore(config.events.url or sqlite_url(state), **config.events.store_options())
 
 
 def _server_url(ns: argparse.Namespace, config: Any) -> str:

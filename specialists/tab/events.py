@@ -4,8 +4,9 @@ SQLAlchemy Core over SQLite (WAL, one file under the data directory) by default,
 PostgreSQL by URL. Each write is its own committed transaction, so an event the API has
 acknowledged survives the process being killed.
 
-Schema changes are numbered migrations (``MIGRATIONS``) applied in order at open; the
-applied number is kept in ``schema_version``.
+The tables are ``specialists.tab.schema``; Alembic migrations
+(``specialists.tab.migrations``) bring a store to that shape each time it opens, stores
+from before Alembic included. PostgreSQL connections are pooled (``PoolOptions``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from specialists.base import ConflictError, NotFoundError, SpecialistError
 
-__all__ = ["ActionRecord", "EventStore", "Feedback", "LabelledEvent", "MIGRATIONS",
+__all__ = ["ActionRecord", "EventStore", "Feedback", "LabelledEvent", "PoolOptions",
            "sqlite_url"]
 
 Outcome = Literal["accepted", "rejected", "partial"]
@@ -68,87 +69,60 @@ def sqlite_url(data_dir: str | Path) -> str:
     return f"sqlite:///{path / 'events.sqlite3'}"
 
 
-def _v1(metadata: Any) -> None:
-    from sqlalchemy import Boolean, Column, Float, Integer, String, Table, Text
+@dataclass(frozen=True)
+class PoolOptions:
+    """Connection pooling for a server database (PostgreSQL); SQLite ignores it.
 
-    Table("actions", metadata,
-          Column("request_id", String(200), primary_key=True),
-          Column("created_at", Float, nullable=False, index=True),
-          Column("route", String(64), nullable=False),
-          Column("policy_version", String(64), nullable=False, index=True),
-          Column("state_digest", String(64), nullable=False),
-          Column("features", Text, nullable=False),
-          Column("action", String(64), nullable=False),
-          Column("logprob", Float, nullable=False),
-          Column("suggestion", Text),
-          Column("shown", Boolean, nullable=False),
-          Column("latency_ms", Float, nullable=False),
-          Column("expires_at", Float))
-    Table("outcomes", metadata,
-          Column("request_id", String(200), primary_key=True),
-          Column("outcome", String(16), nullable=False),
-          Column("chars_accepted", Integer, nullable=False),
-          Column("created_at", Float, nullable=False),
-          Column("source", String(16), nullable=False))
-    Table("deploys", metadata,
-          Column("id", Integer, primary_key=True, autoincrement=True),
-          Column("created_at", Float, nullable=False),
-          Column("version", String(64), nullable=False),
-          Column("event", String(32), nullable=False),
-          Column("detail", Text, nullable=False))
+    Each server worker process holds its own pool, so the database sees up to
+    ``workers x (size + max_overflow)`` connections: keep that under its
+    ``max_connections`` (or put PgBouncer in front)."""
 
-
-#: (number, function adding that version's tables to a MetaData). Append, never edit.
-MIGRATIONS: list[tuple[int, Callable[[Any], None]]] = [(1, _v1)]
+    size: int = 10
+    """Connections kept open."""
+    max_overflow: int = 20
+    """Extra connections opened under a burst, closed when returned."""
+    timeout_s: float = 30.0
+    """How long a request waits for a free connection before failing."""
+    recycle_s: float = 1800.0
+    """Connections older than this are replaced (servers and proxies drop idle ones)."""
+    pre_ping: bool = True
+    """Test each connection as it leaves the pool, so a restarted database costs no error."""
 
 
 class EventStore:
-    """Actions, outcomes and deploys; safe to share across threads."""
+    """Actions, outcomes and deploys; safe to share across threads.
 
-    def __init__(self, url: str, *, feedback_timeout_s: float = 30.0) -> None:
-        from sqlalchemy import MetaData, create_engine, event
+    Opening migrates the store to the newest schema (``specialists.tab.migrations``);
+    ``schema_version`` is the Alembic revision it is at."""
+
+    def __init__(self, url: str, *, feedback_timeout_s: float = 30.0,
+                 pool: PoolOptions | None = None) -> None:
+        from sqlalchemy import create_engine, event
+
+        from specialists.tab import schema
+        from specialists.tab.migrations import upgrade
 
         self.url = url
         self.feedback_timeout_s = feedback_timeout_s
-        kwargs: dict[str, Any] = {"future": True}
+        kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         else:
-            kwargs.update(pool_size=10, max_overflow=20, pool_pre_ping=True)
+            pool = pool or PoolOptions()
+            kwargs.update(pool_size=pool.size, max_overflow=pool.max_overflow,
+                          pool_timeout=pool.timeout_s, pool_recycle=pool.recycle_s,
+                          pool_pre_ping=pool.pre_ping)
         self.engine = create_engine(url, **kwargs)
         if url.startswith("sqlite"):
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        self.metadata = MetaData()
-        for _, add_tables in MIGRATIONS:
-            add_tables(self.metadata)
-        self.schema_version = self._migrate()
-        self.actions = self.metadata.tables["actions"]
-        self.outcomes = self.metadata.tables["outcomes"]
-        self.deploys = self.metadata.tables["deploys"]
-
-    # -- schema ---------------------------------------------------------------------------
-    def _migrate(self) -> int:
-        from sqlalchemy import Column, Integer, MetaData, Table, select
-
-        meta = MetaData()
-        version_table = Table("schema_version", meta, Column("version", Integer, nullable=False))
-        with self.engine.begin() as conn:
-            meta.create_all(conn)
-            current = conn.execute(select(version_table.c.version)).scalar()
-            latest = MIGRATIONS[-1][0]
-            if current is not None and current > latest:
-                raise RuntimeError(f"the event store {self.url!r} has schema version {current}, "
-                                   f"newer than this code's {latest}; upgrade complement")
-            for number, add_tables in MIGRATIONS:
-                if current is None or number > current:
-                    step = MetaData()
-                    add_tables(step)
-                    step.create_all(conn)
-            if current is None:
-                conn.execute(version_table.insert().values(version=latest))
-            elif current < latest:
-                conn.execute(version_table.update().values(version=latest))
-        return latest
+        try:
+            self.schema_version = upgrade(self.engine)
+        except BaseException:
+            self.engine.dispose()
+            raise
+        self.actions = schema.actions
+        self.outcomes = schema.outcomes
+        self.deploys = schema.deploys
 
     def close(self) -> None:
         self.engine.dispose()

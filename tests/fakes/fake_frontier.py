@@ -4,15 +4,27 @@ Scriptable per request, in order, with behaviours:
 
     ok              a normal answer ("echo: <last user message>", or the scripted text)
     text:<TEXT>     answer exactly TEXT
+    text64:<B64>    answer exactly the base64-decoded B64 (text with newlines, in a header)
     429[:S]         rate limited, with ``Retry-After: S`` (default 0)
     500 / 502 / 503 a server error
     401             bad key
     slow:<S>        sleep S seconds, then answer ok
     truncated       the body (or the SSE stream) stops half-way
     malformed       200 with a body that is not JSON
+    empty           200 with an empty body (a stream: no event at all, then the end)
+    no-choices      200 with JSON that is not a completion (no ``choices``)
+    html:<CODE>     a proxy's HTML error page with status CODE (e.g. ``html:502``)
+    hangup          the connection closes before any answer
+    disconnect:<N>  a stream sends N content chunks, then the connection drops
+                    (non-streaming: as ``hangup``)
+    error-event:<N> a stream sends N content chunks, then an ``error`` event, then [DONE]
+    stall:<N>       a stream sends N content chunks, then goes silent (for 30 s), open
 
-When the script is empty, ``default`` is used. Streaming requests get SSE chunks, a usage
-chunk when ``stream_options.include_usage`` is set, and ``[DONE]``.
+When the script is empty, ``default`` is used. A request with an ``X-Fake-Behaviour``
+header gets that behaviour instead, whatever the script says (a config can point one model
+at one fault through its ``extra_headers``, and concurrent requests do not race for the
+script). Streaming requests get SSE chunks, a usage chunk when
+``stream_options.include_usage`` is set, and ``[DONE]``.
 
 Run standalone (for benchmarks): ``python -m tests.fakes.fake_frontier --port 9000``.
 """
@@ -20,7 +32,9 @@ Run standalone (for benchmarks): ``python -m tests.fakes.fake_frontier --port 90
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -72,15 +86,22 @@ class FakeFrontier(ThreadingHTTPServer):
 def _answer_text(body: dict[str, Any], behaviour: str) -> str:
     if behaviour.startswith("text:"):
         return behaviour[5:]
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    last = users[-1]["content"] if users else ""
+    if behaviour.startswith("text64:"):
+        return base64.b64decode(behaviour[7:]).decode()
+    messages = body.get("messages")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"] \
+        if isinstance(messages, list) else []
+    last = users[-1].get("content") or "" if users else ""
     if isinstance(last, list):
-        last = " ".join(p.get("text", "") for p in last if isinstance(p, dict))
+        last = " ".join(str(p.get("text", "")) for p in last if isinstance(p, dict))
     return f"echo: {last}"
 
 
 def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
+    messages = body.get("messages")
+    contents = [m.get("content", "") for m in messages if isinstance(m, dict)] \
+        if isinstance(messages, list) else []
+    prompt = sum(len(str(c)) for c in contents) // 4 + 1
     completion = max(1, len(text) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion,
             "total_tokens": prompt + completion}
@@ -111,17 +132,40 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": {"message": "bad json", "type": "invalid_request_error"}})
             return
         self.server.record(body, {k.lower(): v for k, v in self.headers.items()})
-        behaviour = self.server.next_behaviour()
+        behaviour = self.headers.get("X-Fake-Behaviour") or self.server.next_behaviour()
         if behaviour.startswith("slow:"):
             time.sleep(float(behaviour[5:]))
             behaviour = "ok"
-        if self._error(behaviour):
+        if self._error(behaviour) or self._broken(behaviour, bool(body.get("stream"))):
             return
         text = _answer_text(body, behaviour)
         if body.get("stream"):
-            self._stream(body, text, truncated=behaviour == "truncated")
+            self._stream(body, text, truncated=behaviour == "truncated", fault=behaviour)
         else:
             self._complete(body, text, behaviour)
+
+    def _broken(self, behaviour: str, stream: bool) -> bool:
+        """The answers no well-behaved server gives: hang-ups, empty bodies, HTML pages."""
+        kind, _, arg = behaviour.partition(":")
+        if kind == "hangup" or (kind == "disconnect" and not stream):
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif kind == "empty" and stream:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif kind == "empty":
+            self._raw(200, b"", "application/json")
+        elif kind == "no-choices":
+            self._raw(200, b'{"id": "x", "object": "chat.completion", "model": "fake"}',
+                      "application/json")
+        elif kind == "html":
+            self._raw(int(arg or 502), b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                      "text/html")
+        else:
+            return False
+        return True
 
     def _error(self, behaviour: str) -> bool:
         code, _, arg = behaviour.partition(":")
@@ -158,7 +202,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._raw(200, data, "application/json")
 
-    def _stream(self, body: dict[str, Any], text: str, truncated: bool) -> None:
+    def _stream(self, body: dict[str, Any], text: str, truncated: bool,
+                fault: str = "ok") -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -171,9 +216,13 @@ class _Handler(BaseHTTPRequestHandler):
         first = {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                       "finish_reason": None}]}
         self._event(first)
+        kind, _, arg = fault.partition(":")
         for i, word in enumerate(words):
             if truncated and i >= max(1, len(words) // 2):
                 return  # the connection drops mid-stream
+            if kind in ("disconnect", "error-event", "stall") and i >= int(arg or 1):
+                self._fail_mid_stream(kind)
+                return
             piece = word if i == 0 else " " + word
             self._event({**base, "choices": [{"index": 0, "delta": {"content": piece},
                                               "finish_reason": None}]})
@@ -182,6 +231,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({**base, "choices": [], "usage": _usage(body, text)})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
+
+    def _fail_mid_stream(self, kind: str) -> None:
+        if kind == "disconnect":
+            self.connection.shutdown(socket.SHUT_RDWR)
+        elif kind == "error-event":
+            self._event({"error": {"message": "overloaded mid-stream", "type": "server_error"}})
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        else:  # stall: the connection stays open and says nothing
+            time.sleep(30)
 
     def _event(self, obj: dict[str, Any]) -> None:
         self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")

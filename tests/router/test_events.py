@@ -16,7 +16,8 @@ import httpx
 import pytest
 
 from specialists.base import ConflictError, NotFoundError, SpecialistError
-from specialists.tab.events import MIGRATIONS, ActionRecord, EventStore, Feedback, sqlite_url
+from specialists.tab.events import ActionRecord, EventStore, Feedback, PoolOptions, sqlite_url
+from specialists.tab.migrations import head
 
 PG_URL = os.environ.get("COMPLEMENT_TEST_PG_URL", "")
 REPO = Path(__file__).resolve().parents[2]
@@ -119,19 +120,141 @@ def test_late_feedback_counts_as_rejected(store: EventStore) -> None:
         store.record_feedback(Feedback("stale", "accepted"))
 
 
-def test_schema_version_persists_and_newer_is_refused(url: str) -> None:
+def test_schema_revision_persists_and_newer_is_refused(url: str) -> None:
     from sqlalchemy import text
 
     s = EventStore(url)
     s.record_action(act("keep"))
     s.close()
     again = EventStore(url)
-    assert again.counts()["actions"] == 1 and again.schema_version == MIGRATIONS[-1][0]
+    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0001"
     with again.engine.begin() as conn:
-        conn.execute(text("UPDATE schema_version SET version = 999"))
+        conn.execute(text("UPDATE alembic_version SET version_num = 'f00dface'"))
     again.close()
     with pytest.raises(RuntimeError, match="newer than this code"):
         EventStore(url)
+
+
+def test_the_schema_module_matches_the_migrations(store: EventStore) -> None:
+    """specialists/tab/schema.py and versions/ describe the same tables: autogenerate
+    finds nothing to add (a change to one without the other fails here)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from specialists.tab.schema import metadata
+
+    with store.engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+
+
+LEGACY_FILE = Path(__file__).parent / "fixtures" / "events-schema-v1.sqlite3"
+
+
+def test_a_store_written_by_the_old_code_is_adopted(tmp_path: Path) -> None:
+    """A store file the pre-Alembic code wrote (schema_version 1): stamped, rows kept."""
+    import shutil
+    import sqlite3
+
+    shutil.copy(LEGACY_FILE, tmp_path / "events.sqlite3")
+    store = EventStore(sqlite_url(tmp_path))
+    try:
+        assert store.schema_version == "0001"
+        assert store.counts() == {"actions": 5, "outcomes": 2}
+        labelled = {e.request_id: (e.outcome, e.chars_accepted) for e in store.labelled("3")}
+        assert labelled == {"old-0": ("accepted", 5), "old-1": (None, 0),
+                            "old-2": ("partial", 2), "old-3": (None, 0)}
+        assert store.deploy_log()[0]["previous"] == "2"
+        store.record_action(act("new-after-upgrade", "3"))
+    finally:
+        store.close()
+    with sqlite3.connect(tmp_path / "events.sqlite3") as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "schema_version" not in tables
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_the_old_code_path_upgrades_without_losing_rows(url: str) -> None:
+    """The same on both databases: a store made by the old migration code, with rows, opens
+    at the newest revision with every row, and a legacy number we do not know is refused."""
+    from sqlalchemy import text
+
+    from tests.router.legacy_events import make_legacy_store
+
+    legacy = make_legacy_store(url)
+    with legacy.begin() as conn:
+        for i in range(20):
+            conn.execute(text("INSERT INTO actions (request_id, created_at, route, "
+                              "policy_version, state_digest, features, action, logprob, "
+                              "suggestion, shown, latency_ms, expires_at) VALUES (:id, :t, "
+                              "'tab', 'v1', '', '{}', 'show', -0.5, 'abc', :shown, 1.0, :exp)"),
+                         {"id": f"legacy-{i}", "t": 1.0 + i, "shown": True, "exp": 1e12})
+        conn.execute(text("INSERT INTO outcomes VALUES ('legacy-0', 'accepted', 3, 2.0, "
+                          "'client')"))
+    legacy.dispose()
+    store = EventStore(url)
+    try:
+        assert store.schema_version == head()
+        assert store.counts() == {"actions": 20, "outcomes": 1}
+        assert store.record_feedback(Feedback("legacy-1", "rejected"))
+        assert store.pending() == 18
+    finally:
+        store.close()
+    EventStore(url).close()  # and again: already at head, nothing to do
+
+
+def test_an_unknown_legacy_number_is_refused(url: str) -> None:
+    from sqlalchemy import text
+
+    from tests.router.legacy_events import make_legacy_store
+
+    legacy = make_legacy_store(url)
+    with legacy.begin() as conn:
+        conn.execute(text("UPDATE schema_version SET version = 7"))
+    legacy.dispose()
+    with pytest.raises(RuntimeError, match="schema version 7, newer than this code"):
+        EventStore(url)
+
+
+OPENER = """
+import sys
+from specialists.tab.events import EventStore
+store = EventStore(sys.argv[1])
+print(store.schema_version, flush=True)
+store.close()
+"""
+
+
+def test_workers_opening_a_new_store_at_once_migrate_it_once(url: str) -> None:
+    """Server workers start together: one migrates under the lock, the others wait and find
+    the store at head (no 'table already exists', no second version row)."""
+    from sqlalchemy import create_engine, text
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, url], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err[-800:] for _, err in results]
+    assert {out.strip() for out, _ in results} == {head()}
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).all() == [(head(),)]
+    engine.dispose()
+
+
+def test_pool_options_reach_the_engine(url: str) -> None:
+    store = EventStore(url, pool=PoolOptions(size=3, max_overflow=1, timeout_s=5,
+                                             recycle_s=60, pre_ping=False))
+    try:
+        if url.startswith("sqlite"):
+            return  # one file, no server: SQLite keeps its own settings
+        assert store.engine.pool.size() == 3  # type: ignore[attr-defined]
+        assert store.engine.pool._max_overflow == 1  # type: ignore[attr-defined]
+        assert store.engine.pool._pre_ping is False
+        assert store.engine.pool._recycle == 60
+    finally:
+        store.close()
 
 
 def test_concurrent_writers_lose_nothing(store: EventStore) -> None:

@@ -1,0 +1,41 @@
+"""Request bodies decoded strictly, for the endpoints whose bodies FastAPI parses.
+
+FastAPI decodes JSON with the standard library, which takes a lone surrogate (the escape
+``"\\ud800"``, or the bytes ``ED A0 80``) for text. It is not text: the first code that
+encodes such a string (a path, a response, the database) fails, and the request ends in a
+500 (found by ``benchmarks/reliability.py``: /v1/apply, /v1/edit, /v1/retrieve). Routes of
+class ``JSONRoute`` decode with orjson instead, as ``/v1/chat/completions`` and
+``/v1/feedback`` already do, so lone surrogates, invalid UTF-8, ``NaN`` and nesting deeper
+than 1024 levels are a 400 that says where.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Coroutine
+
+import orjson
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+__all__ = ["JSONRoute"]
+
+
+class _StrictRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            # orjson.JSONDecodeError is a json.JSONDecodeError: FastAPI reports it as such
+            self._json = orjson.loads(await self.body())
+        return self._json
+
+
+class JSONRoute(APIRoute):
+    """An ``APIRoute`` whose JSON bodies are decoded by orjson (``APIRouter(route_class=)``)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictRequest(request.scope, request.receive))
+
+        return strict

@@ -1,0 +1,45 @@
+"""The event store's tables as they are at the newest migration: what ``EventStore`` queries
+and what ``alembic revision --autogenerate`` compares a database with.
+
+Changing a table here is half of a schema change; the other half is a new revision in
+``specialists/tab/migrations/versions/`` that brings existing stores to the same shape.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Float, Integer, MetaData, String, Table, Text
+
+__all__ = ["actions", "deploys", "metadata", "outcomes"]
+
+metadata = MetaData()
+
+actions = Table(
+    "actions", metadata,
+    Column("request_id", String(200), primary_key=True),
+    Column("created_at", Float, nullable=False, index=True),
+    Column("route", String(64), nullable=False),
+    Column("policy_version", String(64), nullable=False, index=True),
+    Column("state_digest", String(64), nullable=False),
+    Column("features", Text, nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("logprob", Float, nullable=False),
+    Column("suggestion", Text),
+    Column("shown", Boolean, nullable=False),
+    Column("latency_ms", Float, nullable=False),
+    Column("expires_at", Float))
+
+outcomes = Table(
+    "outcomes", metadata,
+    Column("request_id", String(200), primary_key=True),
+    Column("outcome", String(16), nullable=False),
+    Column("chars_accepted", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("source", String(16), nullable=False))
+
+deploys = Table(
+    "deploys", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("event", String(32), nullable=False),
+    Column("detail", Text, nullable=False))
