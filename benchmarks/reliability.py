@@ -1076,10 +1076,16 @@ def snapshot(tmp: Path) -> dict[str, str]:
             seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
         else:
             seen[str(path)] = "dir" if path.is_dir() else "other"
+    # Above the run's folder only the names the cases could write are watched: other
+    # programs (a CI run's tests) create files in a shared /tmp all the time.
     for parent in (tmp.parent,):
-        seen[f"listing of {parent}"] = hashlib.sha256(
-            "\n".join(sorted(os.listdir(parent))).encode()).hexdigest()
+        names = sorted(n for n in os.listdir(parent) if n in _CASE_NAMES)
+        seen[f"case names in {parent}"] = ",".join(names)
     return seen
+
+
+#: File and folder names the hostile cases try to write outside the allowed root.
+_CASE_NAMES = frozenset({"outside", "pwned.py", "secret.py", "new.py", "x.py"})
 
 
 def section_hostile(ctx: "Context") -> dict[str, Any]:
