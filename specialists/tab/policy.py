@@ -145,19 +145,28 @@ class TabPolicy:
 
     def act(self, obs: Observation, sample: bool = True) -> Action:
         """Draw an action (``sample=False``: the most likely one) with its log-probability."""
+        return self.act_many([obs], sample)[0]
+
+    def act_many(self, obs_list: Sequence[Observation], sample: bool = True) -> list[Action]:
+        """:meth:`act` for several observations: one forward pass of the head, then each
+        draw in order (the same draws as one ``act`` after another)."""
         import torch
 
         with torch.inference_mode():
-            logits, value = self.net(*self._tensors([obs]))
-            logp = torch.log_softmax(logits[0], dim=-1)
-            if sample:
-                idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
-            else:
-                idx = int(torch.argmax(logp))
-            p_show = float(1.0 - logp[0].exp())
-        sug = obs.suggestion(idx - 1) if idx > 0 else None
-        return Action(index=idx, logprob=float(logp[idx]), version=self.version, suggestion=sug,
-                      value=float(value[0]), prob_show=p_show)
+            logits, value = self.net(*self._tensors(obs_list))  # (B, 1 + A), (B,)
+            out = []
+            for b, obs in enumerate(obs_list):
+                # this row as act() alone would see it (the same width: the same random draws)
+                logp = torch.log_softmax(logits[b, : 1 + max(1, len(obs.rows))], dim=-1)
+                if sample:
+                    idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
+                else:
+                    idx = int(torch.argmax(logp))
+                sug = obs.suggestion(idx - 1) if idx > 0 else None
+                out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
+                                  suggestion=sug, value=float(value[b]),
+                                  prob_show=float(1.0 - logp[0].exp())))
+        return out
 
     def logprobs(self, obs_list: Sequence[Observation], indices: Sequence[int]) -> list[float]:
         """log π(action | obs) of given actions under this policy (off-policy evaluation)."""
