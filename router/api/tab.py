@@ -13,6 +13,7 @@ made stale by a newer one from the same ``session``); never a 500.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
@@ -22,8 +23,8 @@ from starlette.concurrency import run_in_threadpool
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "create_app", "log_action",
-           "tab_response"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "answer_async", "create_app",
+           "log_action", "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -52,15 +53,40 @@ class TabBody(BaseModel):
 
 
 @router.post("/v1/tab")
-def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
-        ) -> dict[str, Any]:
-    """Answer one keystroke's request. Synchronous: FastAPI runs it in its thread pool, so a
-    slow request never blocks the event loop, and the model lock serialises the CPU work."""
+async def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
+              ) -> dict[str, Any]:
+    """Answer one keystroke's request. The model runs on the specialist's own worker thread,
+    which batches concurrent requests (issue 17); this coroutine only waits for its result,
+    so the event loop never waits on torch. The decision is in the event store before the
+    answer leaves (feedback for its request_id finds it)."""
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
-    result = spec.answer(payload)
-    log_action(getattr(request.app.state, "events", None), result)
+    result = await answer_async(spec, payload)
+    events = getattr(request.app.state, "events", None)
+    if events is not None and "features" in result.meta and not result.meta.get("cancelled"):
+        await run_in_threadpool(log_action, events, result)
     return tab_response(result)
+
+
+async def answer_async(spec: Any, payload: dict[str, Any]) -> Any:
+    """``spec``'s Result for ``payload`` without blocking the event loop: through its model
+    worker when it has one (``submit``), else its ``answer`` in the thread pool."""
+    submit = getattr(spec, "submit", None)
+    if submit is None:
+        return await run_in_threadpool(spec.answer, payload)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    submit(payload, lambda result: loop.call_soon_threadsafe(_settle, future, result))
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], result: Any) -> None:
+    if future.done():  # the client went away and the request was cancelled
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
 
 
 def tab_response(result: Any) -> dict[str, Any]:

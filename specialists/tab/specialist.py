@@ -1,4 +1,4 @@
-"""The Tab specialist: a warm engine answering one request at a time, under the 50 ms budget.
+"""The Tab specialist: a warm engine answering keystrokes under the 50 ms budget.
 
 Configured by YAML like any specialist::
 
@@ -10,6 +10,12 @@ Configured by YAML like any specialist::
 ``checkpoint`` holds the LM (``tokenizer.json`` + any ``AutoModelForCausalLM``) and the
 policy head (``policy.safetensors`` + ``policy.json``); ``policy`` may point elsewhere.
 Without an LM (``use_lm: false``) the policy must have been trained without one.
+
+Two ways in: :meth:`TabSpecialist.answer` decides one request on the caller's thread;
+:meth:`TabSpecialist.submit` queues it for the model worker (:mod:`specialists.tab.batcher`),
+which decides concurrent requests together — one batched LM call, then the policy per
+request — and drops those a newer keystroke of the same ``session`` made stale before
+they cost a forward pass. The HTTP endpoint uses ``submit``. Both give the same answers.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import Field
 
@@ -44,6 +51,21 @@ def _clean(value: Any, limit: int = 4000) -> str:
     return text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")
 
 
+@dataclass
+class _Job:
+    """A parsed request waiting for the model."""
+
+    req: TabRequest
+    offset: int
+    """Where the window ``req.file`` starts in the request's file."""
+    open_files: list[str]
+    session: str | None
+    seq: int | None
+    t0: float
+    """When it arrived (``perf_counter``): its latency counts the wait for the model."""
+    meta: dict[str, Any]
+
+
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
@@ -66,6 +88,12 @@ class TabOptions(SpecialistOptions):
     """Sample actions from the policy (on-policy data for the loop) instead of its mode."""
     log_features: bool = False
     """Keep each decision's observation for the event store (the loop trains on it)."""
+    lm_cache: int = Field(64, ge=0)
+    """LM prompt states kept for reuse between keystrokes (0: none; ~0.4 MB each)."""
+    max_batch: int = Field(16, ge=1)
+    """Most requests the model worker takes in one turn (``submit``)."""
+    max_queue: int = Field(64, ge=1)
+    """Most requests waiting for the model worker; past it the stalest is answered 'overloaded'."""
 
 
 class TabSpecialist(Specialist):
@@ -75,7 +103,8 @@ class TabSpecialist(Specialist):
     def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
                  threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
-                 log_features: bool = False) -> None:
+                 log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
+                 max_queue: int = 64) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -89,10 +118,16 @@ class TabSpecialist(Specialist):
         self.sample = sample
         self.log_features = log_features
         """Put the observation's arrays in each answer's meta, for the event store (the loop)."""
+        self.lm_cache = lm_cache
+        self.max_batch = max_batch
+        self.max_queue = max_queue
         self.lm: Any = None
         self.policy: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the model: one batch (or one answer) at a time
         self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
+        self._seq_lock = threading.Lock()
+        self._worker: Any = None
+        self._worker_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
@@ -104,7 +139,8 @@ class TabSpecialist(Specialist):
         if self.context_tokens is None:
             self.context_tokens = int(self.policy.trained_with.get("context_tokens", 64))
         if self.use_lm:
-            self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads).load()
+            self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads,
+                            cache=self.lm_cache).load()
         if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
             raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
                                   f"{self.policy.config.hidden_size}; the LM has "
@@ -132,8 +168,13 @@ class TabSpecialist(Specialist):
         return str(self.policy.version) if self.policy is not None else "0"
 
     def health(self) -> dict[str, Any]:
-        return {"ok": self.policy is not None, "version": self.version,
-                "lm": str(self.checkpoint) if self.lm else None}
+        out = {"ok": self.policy is not None, "version": self.version,
+               "lm": str(self.checkpoint) if self.lm else None}
+        if self.lm is not None and self.lm_cache:
+            out["lm_cache"] = self.lm.cache_stats()
+        if self._worker is not None:
+            out["worker"] = self._worker.stats()
+        return out
 
     # -- requests ----------------------------------------------------------------------
     def parse(self, request: Mapping[str, Any]) -> tuple[TabRequest, int]:
@@ -180,49 +221,113 @@ class TabSpecialist(Specialist):
             raise SpecialistError("'open_files' must be a list of file texts")
         return [_clean(f, 16_000) for f in files[:8]]
 
-    def _stale(self, request: Mapping[str, Any]) -> bool:
+    def _stale(self, job: _Job) -> bool:
+        """A newer request from the same session has arrived since ``job``."""
+        return job.session is not None and job.seq is not None and \
+            self._latest.get(job.session, -1) > job.seq
+
+    def _prepare(self, request: Mapping[str, Any]) -> _Job | Result:
+        """Validate and window a request, note its session's newest seq; a Result when
+        it is answered without the model (empty, binary, not UTF-8)."""
+        t0 = time.perf_counter()
+        req, offset = self.parse(request)
+        open_files = self._open_files(request)
         session, seq = request.get("session"), request.get("seq")
-        return session is not None and seq is not None and self._latest.get(str(session), -1) > int(seq)
+        job = _Job(req, offset, open_files, None if session is None or seq is None else str(session),
+                   None if session is None or seq is None else int(seq), t0,
+                   {"request_id": req.request_id, "policy_version": self.policy.version})
+        if job.session is not None and job.seq is not None:  # the person typed on: newer wins
+            with self._seq_lock:
+                self._latest[job.session] = max(self._latest.get(job.session, -1), job.seq)
+                self._latest.move_to_end(job.session)
+                while len(self._latest) > 10_000:
+                    self._latest.popitem(last=False)
+        if not req.file.strip():
+            return self._nothing("empty file", t0, job.meta)
+        if "\x00" in req.file:
+            return self._nothing("binary content", t0, job.meta)
+        if not _utf8(req.file):
+            return self._nothing("content is not valid UTF-8", t0, job.meta)
+        return job
 
     def answer(self, request: Mapping[str, Any]) -> Result:
         """A suggestion (``range`` + ``text``) or an explicit nothing, with version and latency."""
-        t0 = time.perf_counter()
-        req, offset = self.parse(request)
-        session, seq = request.get("session"), request.get("seq")
-        if session is not None and seq is not None:  # the person typed on: newer wins
-            key = str(session)
-            self._latest[key] = max(self._latest.get(key, -1), int(seq))
-            self._latest.move_to_end(key)
-            while len(self._latest) > 10_000:
-                self._latest.popitem(last=False)
-        meta = {"request_id": req.request_id, "policy_version": self.policy.version}
-        if not req.file.strip():
-            return self._nothing("empty file", t0, meta)
-        if "\x00" in req.file:
-            return self._nothing("binary content", t0, meta)
-        if not _utf8(req.file):
-            return self._nothing("content is not valid UTF-8", t0, meta)
-        with self._lock:
-            if self._stale(request):
-                return self._nothing("cancelled: a newer request from this session arrived", t0, meta,
-                                     cancelled=True)
-            from specialists.tab.features import observe
+        job = self._prepare(request)
+        if isinstance(job, Result):
+            return job
+        out: list[Result] = []
+        self._decide([job], lambda _, result: out.append(result))
+        return out[0]
 
-            obs = observe(req, self.lm, self.observe_config, open_files=self._open_files(request))
-            action = self.policy.act(obs, sample=self.sample)
-        meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
-                    prob_show=round(action.prob_show, 4), action=action.index)
+    def submit(self, request: Mapping[str, Any], done: Callable[[Any], None]) -> None:
+        """:meth:`answer` through the model worker, which batches concurrent requests.
+
+        Bad input raises here, at once; otherwise ``done`` receives the Result (or the
+        exception that prevented one) on the worker thread — hand it over, do not block.
+        """
+        job = self._prepare(request)
+        if isinstance(job, Result):
+            done(job)
+            return
+        self._model_worker().submit(job, done)
+
+    def _model_worker(self) -> Any:
+        with self._worker_lock:
+            if self._worker is None:
+                from specialists.tab.batcher import ModelWorker
+
+                self._worker = ModelWorker(self._decide, self._overloaded, self._stale,
+                                           max_queue=self.max_queue, max_batch=self.max_batch,
+                                           name="tab-model")
+            return self._worker
+
+    def close(self) -> None:
+        """Stop the model worker (if one started); queued requests are answered 'overloaded'."""
+        with self._worker_lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.close()
+
+    def _overloaded(self, job: _Job) -> Result:
+        return self._nothing("overloaded: too many requests waiting for the model", job.t0,
+                             job.meta, overloaded=True)
+
+    def _decide(self, jobs: list[_Job], deliver: Callable[[int, Result], None]) -> None:
+        """Decide for a batch: stale jobs are cancelled before they cost a forward pass, the
+        rest share one LM call (``observe_many``) and one pass of the policy head, which
+        then draws per job in order."""
+        from specialists.tab.features import observe_many
+
+        with self._lock:
+            live = []
+            for i, job in enumerate(jobs):
+                if self._stale(job):
+                    deliver(i, self._nothing("cancelled: a newer request from this session arrived",
+                                             job.t0, job.meta, cancelled=True))
+                else:
+                    live.append(i)
+            if not live:
+                return
+            observations = observe_many([jobs[i].req for i in live], self.lm, self.observe_config,
+                                        [jobs[i].open_files for i in live])
+            actions = self.policy.act_many(observations, sample=self.sample)
+            for i, obs, action in zip(live, observations, actions):
+                deliver(i, self._result(jobs[i], obs, action))
+
+    def _result(self, job: _Job, obs: Any, action: Any) -> Result:
+        meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
+                "prob_show": round(action.prob_show, 4), "action": action.index}
         if self.log_features:
             from specialists.tab.features import to_features
 
             meta["features"] = to_features(obs)
         if action.suggestion is None:
-            return self._nothing("policy chose not to show", t0, meta)
+            return self._nothing("policy chose not to show", job.t0, meta)
         s = action.suggestion
         cand = obs.candidates[int(obs.rows[action.index - 1][0])]
-        out = {"range": {"start": s.start + offset, "end": s.end + offset}, "text": s.text,
+        out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
                "kind": "next_edit" if cand.is_rewrite else "completion", "source": cand.source}
-        meta["latency_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
         return Result(output=out, confidence=round(action.prob_show, 4), meta=meta)
 
     @staticmethod
