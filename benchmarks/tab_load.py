@@ -47,7 +47,9 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,9 @@ class Stats:
     shown: int = 0
     latencies: list[float] = field(default_factory=list)
     """Milliseconds per sent request; ``MISS`` for one without a real decision in time."""
+    error_kinds: Counter[str] = field(default_factory=Counter)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    """One row per answered request (``--trace``): when, whose, client and server latency."""
 
 
 class Editor:
@@ -185,8 +190,11 @@ class Editor:
         try:
             async with self.http.post(self.url, json=body) as r:
                 answer = await r.json() if r.status == 200 else None
-        except Exception:  # noqa: BLE001 - a failed request is a counted miss, not a crash
+                if answer is None:
+                    self.stats.error_kinds[f"HTTP {r.status}: {(await r.text())[:120]}"] += 1
+        except Exception as exc:  # a failed request is a counted miss, not a crash
             answer = None
+            self.stats.error_kinds[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
         ms = (time.perf_counter() - sent_at) * 1000
         abandoned = task is not self.current
         self._record(answer, ms, abandoned)
@@ -212,6 +220,9 @@ class Editor:
         ok = answer is not None and not answer.get("cancelled") and \
             "overloaded" not in str(answer.get("reason") or "")
         s.latencies.append(ms if ok and not abandoned else MISS)
+        s.trace.append({"t": round(time.monotonic(), 4), "editor": self.name, "ms": round(ms, 2),
+                        "server_ms": (answer or {}).get("latency_ms"), "abandoned": abandoned,
+                        "reason": (answer or {}).get("reason")})
 
     async def drain(self) -> None:
         waiting = [t for t in (self.current, *self.background) if t is not None]
@@ -231,14 +242,16 @@ async def run_editors(url: str, pairs: list[Any], n: int, seconds: float, typing
     import aiohttp
 
     stats = Stats()
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    async with aiohttp.ClientSession(connector=connector) as http:
+    async with AsyncExitStack() as stack:  # one HTTP client (keep-alive connection) per editor
+        clients = [await stack.enter_async_context(aiohttp.ClientSession()) for _ in range(n)]
         loop = asyncio.get_running_loop()
         until = loop.time() + seconds
-        editors = [Editor(f"e{n}-{i}", pairs[i::n], typing, seed * 1000 + i, http,
+        editors = [Editor(f"e{n}-{i}", pairs[i::n], typing, seed * 1000 + i, clients[i],
                           url + "/v1/tab", stats) for i in range(n)]
         await asyncio.gather(*(e.run(until) for e in editors))
         await asyncio.gather(*(e.drain() for e in editors))
+    for kind, count in stats.error_kinds.most_common(5):
+        print(f"  {count} x {kind}", file=sys.stderr)
     return stats
 
 
@@ -249,12 +262,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(config: str, data_dir: str, log: Any) -> tuple[subprocess.Popen, str]:
+def start_server(config: str, data_dir: str, log: Any, workers: int = 1
+                 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "COMPLEMENT_DATA_DIR": data_dir, "HF_HUB_OFFLINE": "1",
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-m", "router.cli", "serve", "--config", config,
-                             "--port", str(port), "--log-level", "warning"],
+                             "--port", str(port), "--log-level", "warning", "--workers", str(workers)],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
@@ -290,17 +304,39 @@ def worker_figures(before: dict[str, Any], after: dict[str, Any], seconds: float
     hits = c1.get("prompts_hits", 0) - c0.get("prompts_hits", 0)
     looked = hits + c1.get("prompts_misses", 0) - c0.get("prompts_misses", 0)
     return {"worker_busy": round((w1.get("busy_s", 0) - w0.get("busy_s", 0)) / seconds, 3) if w1 else None,
+            "worker_cpu": round((w1.get("cpu_s", 0) - w0.get("cpu_s", 0)) / seconds, 3) if w1 else None,
             "mean_batch": round(jobs / batches, 2) if batches else None,
             "prompt_cache_hits": round(hits / looked, 3) if looked else None}
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores have spent busy since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (Linux /proc)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
+    """User + system CPU seconds of a process and its live descendants (Linux /proc): the
+    server, or with ``--workers N`` uvicorn's supervisor and its worker processes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, list[str]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stats[int(entry.name)] = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, fields in stats.items():
+            if int(fields[1]) == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    if pid not in stats:
         return float("nan")
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(stats[p][11]) + int(stats[p][12]) for p in tree if p in stats) / tick
 
 
 # -- the report -----------------------------------------------------------------------
@@ -329,7 +365,8 @@ def summarise(n: int, stats: Stats, seconds: float, server_cpu: float, client_cp
 def table(rows: list[dict[str, Any]]) -> str:
     cols = ["editors", "sent", "answered", "dropped", "abandoned", "cancelled", "overloaded",
             "errors", "p50_ms", "p95_ms", "p99_ms", "within_50ms", "answered_per_s",
-            "server_cpu_ms_per_answer", "server_cores", "client_cores", "worker_busy",
+            "server_cpu_ms_per_answer", "server_cores", "client_cores", "other_cores",
+            "worker_busy", "worker_cpu",
             "mean_batch", "prompt_cache_hits"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     lines += ["| " + " | ".join("inf" if r.get(c) is None else str(r[c]) for c in cols) + " |"
@@ -344,12 +381,15 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="typing time per editor count")
     ap.add_argument("--config", default=str(ROOT / "configs" / "default.yaml"))
     ap.add_argument("--url", default=None, help="measure this running server instead")
+    ap.add_argument("--server-workers", type=int, default=1,
+                    help="complement serve --workers N (processes; each has its own model worker)")
     ap.add_argument("--key-ms", type=float, nargs=2, default=Typing.key_ms, metavar=("LO", "HI"))
     ap.add_argument("--debounce-ms", type=float, nargs=2, default=Typing.debounce_ms,
                     metavar=("LO", "HI"))
     ap.add_argument("--pause-ms", type=float, nargs=2, default=Typing.pause_ms, metavar=("LO", "HI"))
     ap.add_argument("--abandon-ms", type=float, default=Typing.abandon_ms)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", default=None, help="write every request's timing here (JSON lines)")
     ap.add_argument("--server-log", default=None, help="file for the server's output")
     a = ap.parse_args()
 
@@ -362,9 +402,13 @@ def main() -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]  # other jobs', before ours starts
     with tempfile.TemporaryDirectory(prefix="tab-load-") as tmp, \
             open(a.server_log or os.path.join(tmp, "server.log"), "w") as log:
-        proc, url = (None, a.url.rstrip("/")) if a.url else start_server(a.config, tmp, log)
+        proc, url = (None, a.url.rstrip("/")) if a.url else start_server(a.config, tmp, log, a.server_workers)
         try:
-            rows = [measure(url, pairs, n, a.seconds, typing, a.seed, proc) for n in counts]
+            rows = [measure(url, pairs, n, a.seconds, typing, a.seed, proc, a.trace) for n in counts]
+            if a.server_workers > 1:  # /readyz answers from one process: its counters are half
+                for row in rows:
+                    row.update(worker_busy=None, worker_cpu=None, mean_batch=None,
+                               prompt_cache_hits=None)
         finally:
             if proc is not None:
                 proc.terminate()
@@ -374,13 +418,19 @@ def main() -> int:
 
 
 def measure(url: str, pairs: list[Any], n: int, seconds: float, typing: Typing, seed: int,
-            proc: subprocess.Popen | None) -> dict[str, Any]:
+            proc: subprocess.Popen | None, trace: str | None = None) -> dict[str, Any]:
     """One editor count: type for ``seconds``, then summarise what the editors saw."""
     cpu0, client0 = cpu_seconds(proc.pid) if proc else float("nan"), time.process_time()
-    health0 = tab_health(url)
+    health0, busy0, t0 = tab_health(url), machine_busy_seconds(), time.monotonic()
     stats = asyncio.run(run_editors(url, pairs, n, seconds, typing, seed))
     cpu1, client1 = cpu_seconds(proc.pid) if proc else float("nan"), time.process_time()
+    busy1, t1 = machine_busy_seconds(), time.monotonic()
     row = summarise(n, stats, seconds, cpu1 - cpu0, client1 - client0)
+    if trace:
+        with open(trace, "a") as fh:
+            fh.writelines(json.dumps({"editors": n, **r}) + "\n" for r in stats.trace)
+    # what everything else on the machine used meanwhile: other people's jobs (contention)
+    row["other_cores"] = round(((busy1 - busy0) - (cpu1 - cpu0) - (client1 - client0)) / (t1 - t0), 2)
     row.update(worker_figures(health0, tab_health(url), seconds))
     row["load_average"] = [round(x, 2) for x in os.getloadavg()]
     print(f"{n} editors: {json.dumps(row)}", file=sys.stderr, flush=True)
@@ -401,7 +451,7 @@ def report(rows: list[dict[str, Any]], seconds: float, typing: Typing, load_befo
         n = r["editors"]
         for key in ("p50_ms", "p95_ms", "p99_ms", "within_50ms", "sent", "answered", "dropped",
                     "abandoned", "cancelled", "overloaded", "answered_per_s", "worker_busy",
-                    "mean_batch", "load_average"):
+                    "mean_batch", "other_cores", "load_average"):
             summary[f"tab_{key}_e{n}"] = r.get(key)
         if base and r["p99_ms"] is not None:  # the same-run baseline: one editor's median
             summary[f"tab_p99_over_e1_p50_e{n}"] = round(r["p99_ms"] / base, 2)
