@@ -204,6 +204,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await run_in_threadpool(reg.close_all)
             app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,

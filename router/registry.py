@@ -131,6 +131,16 @@ class Registry:
                 log.exception("specialist %s failed to load", name)
                 self.errors[name] = f"{type(exc).__name__}: {exc}"
 
+    def close_all(self) -> None:
+        """Stop what specialists started (the Tab model worker's threads and processes)."""
+        for name, spec in self._by_name.items():
+            close = getattr(spec, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # shutting down: report it, close the rest
+                    log.exception("specialist %s failed to close", name)
+
     def get(self, name: str) -> Specialist:
         if name in self.errors:
             raise Unavailable(f"specialist {name!r} failed to load: {self.errors[name]}")

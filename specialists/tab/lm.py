@@ -24,6 +24,7 @@ request repeats them exactly, as a person's next keystroke often does (:class:`_
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -57,32 +58,36 @@ class _PromptState:
 
 
 class _LRU(Generic[V]):
-    """A small least-recently-used map (``size`` 0: remembers nothing) that counts its hits."""
+    """A small least-recently-used map (``size`` 0: remembers nothing) that counts its hits;
+    safe to share between threads."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._items: OrderedDict[Hashable, V] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._items
-
     def get(self, key: Hashable) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-            self.hits += 1
-        else:
-            self.misses += 1
-        return value
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+            else:
+                self.misses += 1
+            return value
 
     def put(self, key: Hashable, value: V) -> V:
-        if self.size > 0:
-            self._items[key] = value
+        """Keep ``value`` under ``key``; returns what is kept there (the first one, when two
+        threads computed the same value at once)."""
+        if self.size <= 0:
+            return value
+        with self._lock:
+            value = self._items.setdefault(key, value)
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
-        return value
+            return value
 
 
 @dataclass
@@ -431,10 +436,15 @@ class _Run:
         self.past = past
         self.tokens = [first]
         self.logprobs = [0.0]  # step 0's depends on the request's tail: not kept
+        self._lock = threading.Lock()
 
     def token(self, step: int, net: Any) -> tuple[int, float]:
         import torch
 
+        with self._lock:
+            return self._extend(step, net, torch)
+
+    def _extend(self, step: int, net: Any, torch: Any) -> tuple[int, float]:
         while len(self.tokens) <= step:
             hidden, self.past = net.forward(torch.tensor([[self.tokens[-1]]]), self.past)
             logp = torch.log_softmax(net.logits(hidden[:, -1]).float()[0], dim=-1)

@@ -243,6 +243,20 @@ class TabPolicy:
                 "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES, **(meta or {})}
         (p / "policy.json").write_text(json.dumps(info, indent=1) + "\n")
 
+    def state(self) -> dict[str, Any]:
+        """What :meth:`from_state` needs to rebuild this policy elsewhere (another process)."""
+        return {"config": asdict(self.config), "version": self.version,
+                "weights": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+                "trained_with": dict(self.trained_with)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "TabPolicy":
+        policy = cls(PolicyConfig(**state["config"]), version=int(state["version"]))
+        policy.net.load_state_dict(state["weights"])
+        policy.net.eval()
+        policy.trained_with = dict(state["trained_with"])
+        return policy
+
     @classmethod
     def load(cls, path: str | Path) -> "TabPolicy":
         from safetensors.torch import load_file

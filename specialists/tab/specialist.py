@@ -24,7 +24,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -94,6 +97,11 @@ class TabOptions(SpecialistOptions):
     """Most requests the model worker takes in one turn (``submit``)."""
     max_queue: int = Field(64, ge=1)
     """Most requests waiting for the model worker; past it the stalest is answered 'overloaded'."""
+    workers: int = Field(1, ge=1, le=8)
+    """Model worker threads (torch releases the GIL: a second one uses a second core)."""
+    processes: int = Field(0, ge=0, le=8)
+    """Model worker processes, each with its own copy of the model (0: threads in this
+    process). Their Python does not share the server's GIL; a session keeps to one."""
 
 
 class TabSpecialist(Specialist):
@@ -104,7 +112,7 @@ class TabSpecialist(Specialist):
                  threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
-                 max_queue: int = 64) -> None:
+                 max_queue: int = 64, workers: int = 1, processes: int = 0) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -121,12 +129,21 @@ class TabSpecialist(Specialist):
         self.lm_cache = lm_cache
         self.max_batch = max_batch
         self.max_queue = max_queue
+        self.workers = workers
+        self.processes = processes
+        self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,
+                         "threads": threads, "context_tokens": context_tokens,
+                         "window_before": window_before, "window_after": window_after,
+                         "max_recent_edits": max_recent_edits, "sample": sample,
+                         "log_features": log_features, "lm_cache": lm_cache}
+        self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
-        self._lock = threading.Lock()  # the model: one batch (or one answer) at a time
+        self._lock = threading.Lock()  # the policy: its draws and its swap
         self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
         self._seq_lock = threading.Lock()
-        self._worker: Any = None
+        self._workers: list[Any] = []
+        self._home: OrderedDict[str, int] = OrderedDict()  # session -> its worker
         self._worker_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -147,6 +164,16 @@ class TabSpecialist(Specialist):
                                   f"{self.lm.hidden_size if self.lm else 0}")
         self.observe_config = ObserveConfig(use_lm=self.lm is not None)
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
+        if self.processes:
+            from specialists.tab.procs import ModelProcess
+
+            procs = [ModelProcess(type(self), {**self._options, "policy": str(self.policy_path),
+                                               "context_tokens": self.context_tokens},
+                                  name=f"tab-model-{i}")
+                     for i in range(self.processes)]  # they load in parallel
+            for proc in procs:
+                proc.wait_ready()
+            self._procs = procs
 
     def swap(self, policy: Any) -> int:
         """Serve ``policy`` from now on; returns the version it replaced.
@@ -161,6 +188,10 @@ class TabSpecialist(Specialist):
                                   f"{policy.config.hidden_size}; the served LM has {expected}")
         with self._lock:
             old, self.policy = self.policy, policy
+            if self._procs:
+                state = policy.state()
+                for proc in self._procs:
+                    proc.swap(state)
         return int(old.version) if old is not None else -1
 
     @property
@@ -170,10 +201,17 @@ class TabSpecialist(Specialist):
     def health(self) -> dict[str, Any]:
         out = {"ok": self.policy is not None, "version": self.version,
                "lm": str(self.checkpoint) if self.lm else None}
-        if self.lm is not None and self.lm_cache:
-            out["lm_cache"] = self.lm.cache_stats()
-        if self._worker is not None:
-            out["worker"] = self._worker.stats()
+        if self.lm is not None and self.lm_cache:  # with processes, theirs do the serving
+            caches = [p.cache for p in self._procs] or [self.lm.cache_stats()]
+            out["lm_cache"] = {k: sum(c.get(k, 0) for c in caches) for k in caches[0]}
+        if self._workers:
+            stats = [w.stats() for w in self._workers]
+            worker = {k: round(sum(st[k] for st in stats), 3)
+                      for k in ("batches", "jobs", "shed", "busy_s", "cpu_s", "queued")}
+            worker["mean_batch"] = round(worker["jobs"] / worker["batches"], 2) if worker["batches"] else 0.0
+            if self._procs:  # the deciding is done there
+                worker["cpu_s"] = round(sum(p.cpu_s for p in self._procs), 3)
+            out["worker"] = worker
         return out
 
     # -- requests ----------------------------------------------------------------------
@@ -223,8 +261,10 @@ class TabSpecialist(Specialist):
 
     def _stale(self, job: _Job) -> bool:
         """A newer request from the same session has arrived since ``job``."""
-        return job.session is not None and job.seq is not None and \
-            self._latest.get(job.session, -1) > job.seq
+        if job.session is None or job.seq is None:
+            return False
+        with self._seq_lock:
+            return self._latest.get(job.session, -1) > job.seq
 
     def _prepare(self, request: Mapping[str, Any]) -> _Job | Result:
         """Validate and window a request, note its session's newest seq; a Result when
@@ -263,56 +303,101 @@ class TabSpecialist(Specialist):
         """:meth:`answer` through the model worker, which batches concurrent requests.
 
         Bad input raises here, at once; otherwise ``done`` receives the Result (or the
-        exception that prevented one) on the worker thread — hand it over, do not block.
+        exception that prevented one) on a worker thread — hand it over, do not block.
         """
         job = self._prepare(request)
         if isinstance(job, Result):
             done(job)
             return
-        self._model_worker().submit(job, done)
+        self._worker_for(job).submit(job, done)
 
-    def _model_worker(self) -> Any:
+    def _worker_for(self, job: _Job) -> Any:
+        """The model worker for ``job``: with processes, its session's (a new session goes
+        to the one with the fewest sessions), so its keystrokes meet their cached work."""
         with self._worker_lock:
-            if self._worker is None:
-                from specialists.tab.batcher import ModelWorker
+            if not self._workers:
+                self._workers = self._start_workers()
+            if len(self._workers) == 1 or job.session is None:
+                return min(self._workers, key=lambda w: len(w._queue))
+            home = self._home.get(job.session)
+            if home is None:
+                counts = [0] * len(self._workers)
+                for index in self._home.values():
+                    counts[index] += 1
+                home = self._home[job.session] = counts.index(min(counts))
+                while len(self._home) > 1_000:
+                    self._home.popitem(last=False)
+            self._home.move_to_end(job.session)
+            return self._workers[home]
 
-                self._worker = ModelWorker(self._decide, self._overloaded, self._stale,
-                                           max_queue=self.max_queue, max_batch=self.max_batch,
-                                           name="tab-model")
-            return self._worker
+    def _start_workers(self) -> list[Any]:
+        from specialists.tab.batcher import ModelWorker
+
+        if not self._procs:
+            return [ModelWorker(self._decide, self._overloaded, self._stale,
+                                max_queue=self.max_queue, max_batch=self.max_batch,
+                                threads=self.workers, name="tab-model")]
+        return [ModelWorker(partial(self._decide, live_decide=proc.decide), self._overloaded,
+                            self._stale, max_queue=self.max_queue, max_batch=self.max_batch,
+                            name=f"tab-model-{i}")
+                for i, proc in enumerate(self._procs)]
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the model workers: requests submitted inside the block queue up and the next
+        turn takes them together (a test seam for batching, staleness and the full queue)."""
+        with self._worker_lock:
+            if not self._workers:
+                self._workers = self._start_workers()
+            workers = list(self._workers)
+        with ExitStack() as stack:
+            for worker in workers:
+                stack.enter_context(worker.paused())
+            yield
 
     def close(self) -> None:
-        """Stop the model worker (if one started); queued requests are answered 'overloaded'."""
+        """Stop the model workers and processes; queued requests are answered 'overloaded'."""
         with self._worker_lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
+            workers, self._workers = self._workers, []
+            procs, self._procs = self._procs, []
+        for worker in workers:
             worker.close()
+        for proc in procs:
+            proc.close()
 
     def _overloaded(self, job: _Job) -> Result:
         return self._nothing("overloaded: too many requests waiting for the model", job.t0,
                              job.meta, overloaded=True)
 
-    def _decide(self, jobs: list[_Job], deliver: Callable[[int, Result], None]) -> None:
-        """Decide for a batch: stale jobs are cancelled before they cost a forward pass, the
-        rest share one LM call (``observe_many``) and one pass of the policy head, which
-        then draws per job in order."""
+    def _decide(self, jobs: list[_Job], deliver: Callable[[int, Result], None],
+                live_decide: Callable[[list[_Job], Callable[[int, Result], None]], None] | None = None
+                ) -> None:
+        """Decide for a batch: stale jobs are cancelled before they cost a forward pass; the
+        rest go to ``live_decide`` (a model process's) or :meth:`_decide_live`."""
+        live = []
+        for i, job in enumerate(jobs):
+            if self._stale(job):
+                deliver(i, self._nothing("cancelled: a newer request from this session arrived",
+                                         job.t0, job.meta, cancelled=True))
+            else:
+                live.append(i)
+        if live:
+            (live_decide or self._decide_live)([jobs[i] for i in live],
+                                               lambda k, result: deliver(live[k], result))
+
+    def _decide_live(self, jobs: list[_Job], deliver: Callable[[int, Result], None]) -> None:
+        """One LM call for the batch (``observe_many``) and one pass of the policy head,
+        which then draws per job in order. The LM is safe to share between worker threads;
+        the policy is used under the lock, so a swap waits for a batch's draws, and a batch
+        never mixes versions."""
         from specialists.tab.features import observe_many
 
+        observations = observe_many([job.req for job in jobs], self.lm, self.observe_config,
+                                    [job.open_files for job in jobs])
         with self._lock:
-            live = []
-            for i, job in enumerate(jobs):
-                if self._stale(job):
-                    deliver(i, self._nothing("cancelled: a newer request from this session arrived",
-                                             job.t0, job.meta, cancelled=True))
-                else:
-                    live.append(i)
-            if not live:
-                return
-            observations = observe_many([jobs[i].req for i in live], self.lm, self.observe_config,
-                                        [jobs[i].open_files for i in live])
             actions = self.policy.act_many(observations, sample=self.sample)
-            for i, obs, action in zip(live, observations, actions):
-                deliver(i, self._result(jobs[i], obs, action))
+        for i, (job, obs, action) in enumerate(zip(jobs, observations, actions)):
+            deliver(i, self._result(job, obs, action))
 
     def _result(self, job: _Job, obs: Any, action: Any) -> Result:
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
