@@ -23,8 +23,8 @@ from starlette.concurrency import run_in_threadpool
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "answer_async", "create_app",
-           "log_action", "tab_response"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "action_record", "answer_async",
+           "create_app", "log_action", "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -62,9 +62,7 @@ async def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
     result = await answer_async(spec, payload)
-    events = getattr(request.app.state, "events", None)
-    if events is not None and "features" in result.meta and not result.meta.get("cancelled"):
-        await run_in_threadpool(log_action, events, result)
+    await _log_async(request.app.state, result)
     return tab_response(result)
 
 
@@ -107,19 +105,44 @@ def tab_response(result: Any) -> dict[str, Any]:
 def log_action(store: Any, result: Any) -> None:
     """Record the policy's decision in the event store (when there is one and the
     specialist logs features): the loop trains on exactly these events."""
+    record = action_record(result) if store is not None else None
+    if record is not None:
+        store.record_action(record)
+        result.meta.pop("features")
+
+
+def action_record(result: Any) -> Any:
+    """The event-store row for a Tab result, or None when it decided nothing to log
+    (cancelled, overloaded, or a specialist that does not log features)."""
     meta = result.meta
-    if store is None or "features" not in meta or meta.get("cancelled"):
-        return
+    if "features" not in meta or meta.get("cancelled"):
+        return None
     from specialists.tab.events import ActionRecord
 
     shown = result.output is not None
-    store.record_action(ActionRecord(
+    return ActionRecord(
         request_id=str(meta["request_id"]), policy_version=str(meta["policy_version"]),
         action=str(meta.get("action", 0)), logprob=float(meta.get("logprob", 0.0)),
         shown=shown, features=meta["features"],
         suggestion=result.output["text"] if shown else None,
-        latency_ms=float(meta.get("latency_ms") or 0.0)))
-    meta.pop("features")
+        latency_ms=float(meta.get("latency_ms") or 0.0))
+
+
+async def _log_async(state: Any, result: Any) -> None:
+    """:func:`log_action` without blocking the event loop: through the app's group-commit
+    writer when it has one (the row is committed before this returns), else in the pool."""
+    events, writer = getattr(state, "events", None), getattr(state, "tab_writer", None)
+    record = action_record(result) if events is not None else None
+    if record is None:
+        return
+    if writer is None:
+        await run_in_threadpool(log_action, events, result)
+        return
+    loop = asyncio.get_running_loop()
+    committed: asyncio.Future[Any] = loop.create_future()
+    writer.write(record, lambda error: loop.call_soon_threadsafe(_settle, committed, error))
+    await committed  # raises what the store raised (a reused request_id: 409)
+    result.meta.pop("features")
 
 
 class DeployBody(BaseModel):
