@@ -212,10 +212,11 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from starlette.concurrency import run_in_threadpool
 
-        from specialists.tab.events import EventStore
+        from specialists.tab.events import ActionWriter, EventStore
 
         app.state.events = await run_in_threadpool(
             lambda: EventStore(config.events_url(), **config.events.store_options()))
+        app.state.tab_writer = ActionWriter(app.state.events)  # /v1/tab's rows, group-committed
         from router.metrics import EventMetrics
 
         app.state.metrics.registry.register(EventMetrics(app.state.events))
@@ -228,6 +229,8 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
             yield
         finally:
             await app.state.frontier.aclose()
+            await run_in_threadpool(reg.close_all)
+            await run_in_threadpool(app.state.tab_writer.close)
             app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,

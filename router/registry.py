@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 
 from fastapi import Request
 
@@ -131,6 +131,16 @@ class Registry:
                 log.exception("specialist %s failed to load", name)
                 self.errors[name] = f"{type(exc).__name__}: {exc}"
 
+    def close_all(self) -> None:
+        """Stop what specialists started (the Tab model worker's threads and processes)."""
+        for name, spec in self._by_name.items():
+            close = getattr(spec, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # shutting down: report it, close the rest
+                    log.exception("specialist %s failed to close", name)
+
     def get(self, name: str) -> Specialist:
         if name in self.errors:
             raise Unavailable(f"specialist {name!r} failed to load: {self.errors[name]}")
@@ -171,14 +181,16 @@ def specialist_for(request: Request, kind: str) -> Specialist:
     return registry.by_kind(kind)
 
 
-def uses(kind: str) -> Callable[[Request], Specialist]:
+def uses(kind: str) -> Callable[[Request], Awaitable[Specialist]]:
     """A FastAPI dependency giving the endpoint the registry's specialist of ``kind``;
     tests override it with ``app.dependency_overrides``."""
     return _DEPENDENCIES.setdefault(kind, _dependency(kind))
 
 
-def _dependency(kind: str) -> Callable[[Request], Specialist]:
-    def specialist(request: Request) -> Specialist:
+def _dependency(kind: str) -> Callable[[Request], Awaitable[Specialist]]:
+    # async: a dictionary lookup, so FastAPI runs it on the event loop instead of sending
+    # it to the thread pool and back on every request (issue 17: one hop per keystroke)
+    async def specialist(request: Request) -> Specialist:
         spec = specialist_for(request, kind)
         # what answers this request, for the x-complement-model header
         request.state.complement_model = f"{type(spec).__name__}@{spec.version}"
@@ -188,4 +200,4 @@ def _dependency(kind: str) -> Callable[[Request], Specialist]:
     return specialist
 
 
-_DEPENDENCIES: dict[str, Callable[[Request], Specialist]] = {}
+_DEPENDENCIES: dict[str, Callable[[Request], Awaitable[Specialist]]] = {}

@@ -13,17 +13,19 @@ made stale by a newer one from the same ``session``); never a 500.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "create_app", "log_action",
-           "tab_response"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "action_record", "answer_async",
+           "create_app", "log_action", "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -51,16 +53,41 @@ class TabBody(BaseModel):
     seq: int | None = None
 
 
-@router.post("/v1/tab")
-def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
-        ) -> dict[str, Any]:
-    """Answer one keystroke's request. Synchronous: FastAPI runs it in its thread pool, so a
-    slow request never blocks the event loop, and the model lock serialises the CPU work."""
+@router.post("/v1/tab", response_model=None)
+async def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("tab"))
+              ) -> JSONResponse:
+    """Answer one keystroke's request. The model runs on the specialist's own worker thread,
+    which batches concurrent requests (issue 17); this coroutine only waits for its result,
+    so the event loop never waits on torch. The decision is in the event store before the
+    answer leaves (feedback for its request_id finds it)."""
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
-    result = spec.answer(payload)
-    log_action(getattr(request.app.state, "events", None), result)
-    return tab_response(result)
+    result = await answer_async(spec, payload)
+    await _log_async(request.app.state, result)
+    # a plain JSON dump: FastAPI's validation and encoding of a dict[str, Any] return value
+    # cost more than the dump itself, once per keystroke
+    return JSONResponse(tab_response(result))
+
+
+async def answer_async(spec: Any, payload: dict[str, Any]) -> Any:
+    """``spec``'s Result for ``payload`` without blocking the event loop: through its model
+    worker when it has one (``submit``), else its ``answer`` in the thread pool."""
+    submit = getattr(spec, "submit", None)
+    if submit is None:
+        return await run_in_threadpool(spec.answer, payload)
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    submit(payload, lambda result: loop.call_soon_threadsafe(_settle, future, result))
+    return await future
+
+
+def _settle(future: asyncio.Future[Any], result: Any) -> None:
+    if future.done():  # the client went away and the request was cancelled
+        return
+    if isinstance(result, BaseException):
+        future.set_exception(result)
+    else:
+        future.set_result(result)
 
 
 def tab_response(result: Any) -> dict[str, Any]:
@@ -81,19 +108,44 @@ def tab_response(result: Any) -> dict[str, Any]:
 def log_action(store: Any, result: Any) -> None:
     """Record the policy's decision in the event store (when there is one and the
     specialist logs features): the loop trains on exactly these events."""
+    record = action_record(result) if store is not None else None
+    if record is not None:
+        store.record_action(record)
+        result.meta.pop("features")
+
+
+def action_record(result: Any) -> Any:
+    """The event-store row for a Tab result, or None when it decided nothing to log
+    (cancelled, overloaded, or a specialist that does not log features)."""
     meta = result.meta
-    if store is None or "features" not in meta or meta.get("cancelled"):
-        return
+    if "features" not in meta or meta.get("cancelled"):
+        return None
     from specialists.tab.events import ActionRecord
 
     shown = result.output is not None
-    store.record_action(ActionRecord(
+    return ActionRecord(
         request_id=str(meta["request_id"]), policy_version=str(meta["policy_version"]),
         action=str(meta.get("action", 0)), logprob=float(meta.get("logprob", 0.0)),
         shown=shown, features=meta["features"],
         suggestion=result.output["text"] if shown else None,
-        latency_ms=float(meta.get("latency_ms") or 0.0)))
-    meta.pop("features")
+        latency_ms=float(meta.get("latency_ms") or 0.0))
+
+
+async def _log_async(state: Any, result: Any) -> None:
+    """:func:`log_action` without blocking the event loop: through the app's group-commit
+    writer when it has one (the row is committed before this returns), else in the pool."""
+    events, writer = getattr(state, "events", None), getattr(state, "tab_writer", None)
+    record = action_record(result) if events is not None else None
+    if record is None:
+        return
+    if writer is None:
+        await run_in_threadpool(log_action, events, result)
+        return
+    loop = asyncio.get_running_loop()
+    committed: asyncio.Future[Any] = loop.create_future()
+    writer.write(record, lambda error: loop.call_soon_threadsafe(_settle, committed, error))
+    await committed  # raises what the store raised (a reused request_id: 409)
+    result.meta.pop("features")
 
 
 class DeployBody(BaseModel):

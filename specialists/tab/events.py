@@ -12,15 +12,20 @@ from before Alembic included. PostgreSQL connections are pooled (``PoolOptions``
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from specialists.base import ConflictError, NotFoundError, SpecialistError
 
-__all__ = ["ActionRecord", "EventStore", "Feedback", "LabelledEvent", "PoolOptions",
-           "sqlite_url"]
+__all__ = ["ActionRecord", "ActionWriter", "EventStore", "Feedback", "LabelledEvent",
+           "PoolOptions", "sqlite_url"]
+
+log = logging.getLogger(__name__)
 
 Outcome = Literal["accepted", "rejected", "partial"]
 OUTCOMES = ("accepted", "rejected", "partial")
@@ -128,23 +133,45 @@ class EventStore:
         self.engine.dispose()
 
     # -- writes ---------------------------------------------------------------------------
-    def record_action(self, rec: ActionRecord) -> None:
+    def _action_row(self, rec: ActionRecord) -> dict[str, Any]:
         now = rec.created_at if rec.created_at is not None else time.time()
-        row = {"request_id": rec.request_id, "created_at": now, "route": rec.route,
-               "policy_version": rec.policy_version, "state_digest": rec.state_digest,
-               "features": json.dumps(rec.features or {}), "action": rec.action,
-               "logprob": float(rec.logprob), "suggestion": rec.suggestion,
-               "shown": rec.shown, "latency_ms": float(rec.latency_ms),
-               "expires_at": now + self.feedback_timeout_s if rec.shown else None}
+        return {"request_id": rec.request_id, "created_at": now, "route": rec.route,
+                "policy_version": rec.policy_version, "state_digest": rec.state_digest,
+                "features": json.dumps(rec.features or {}), "action": rec.action,
+                "logprob": float(rec.logprob), "suggestion": rec.suggestion,
+                "shown": rec.shown, "latency_ms": float(rec.latency_ms),
+                "expires_at": now + self.feedback_timeout_s if rec.shown else None}
+
+    def record_action(self, rec: ActionRecord) -> None:
         from sqlalchemy.exc import IntegrityError
 
         try:
             with self.engine.begin() as conn:
-                conn.execute(self.actions.insert().values(**row))
+                conn.execute(self.actions.insert().values(**self._action_row(rec)))
         except IntegrityError:
-            raise ConflictError(f"request_id {rec.request_id!r} was already used; send a new id "
-                           "per request (or none, and the server issues one)",
-                           param="request_id") from None
+            raise _used(rec) from None
+
+    def record_actions(self, recs: list[ActionRecord]) -> list[Exception | None]:
+        """Store several actions in one transaction; one error (or None) per action. A
+        duplicate request_id fails only its own action: the group is then retried one by one."""
+        from sqlalchemy.exc import IntegrityError
+
+        if not recs:
+            return []
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(self.actions.insert(), [self._action_row(r) for r in recs])
+            return [None] * len(recs)
+        except IntegrityError:
+            pass
+        errors: list[Exception | None] = []
+        for rec in recs:
+            try:
+                self.record_action(rec)
+                errors.append(None)
+            except ConflictError as exc:
+                errors.append(exc)
+        return errors
 
     def record_feedback(self, fb: Feedback, now: float | None = None) -> bool:
         """Store one outcome. True if new, False if the same feedback was already stored.
@@ -324,6 +351,63 @@ def _same_or_conflict(fb: Feedback, chars: int, existing: Any) -> bool:
         return False
     raise ConflictError(f"request {fb.request_id!r} already has outcome {existing.outcome!r}; "
                    f"feedback is recorded once", param="request_id")
+
+
+def _used(rec: ActionRecord) -> ConflictError:
+    return ConflictError(f"request_id {rec.request_id!r} was already used; send a new id "
+                         "per request (or none, and the server issues one)", param="request_id")
+
+
+class ActionWriter:
+    """Group commit for the API's action rows (issue 17).
+
+    ``write`` queues a row; a thread of its own stores everything queued in one transaction
+    and then calls each row's ``done`` with None (committed) or the error. A caller that
+    answers only after ``done`` keeps the store's promise — an acknowledged answer's row is
+    committed, so feedback finds it and a kill loses nothing — while the store pays one
+    transaction per group instead of one per request, off the event loop.
+    """
+
+    def __init__(self, store: EventStore, max_rows: int = 256) -> None:
+        self.store = store
+        self.max_rows = max_rows
+        self._queue: deque[tuple[ActionRecord, Callable[[Exception | None], None]]] = deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="tab-actions", daemon=True)
+        self._thread.start()
+
+    def write(self, rec: ActionRecord, done: Callable[[Exception | None], None]) -> None:
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the action writer is closed")
+            self._queue.append((rec, done))
+            self._cv.notify()
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Store what is queued, then stop."""
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closed:
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                group = [self._queue.popleft() for _ in range(min(self.max_rows, len(self._queue)))]
+            try:
+                errors = self.store.record_actions([rec for rec, _ in group])
+            except Exception as exc:  # the store is down: every caller hears of it
+                errors = [exc] * len(group)
+            for (_, done), error in zip(group, errors):
+                try:
+                    done(error)
+                except Exception:  # a broken callback must not stop the writer
+                    log.exception("tab: an action-row callback failed")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
 from specialists.tab.replay import Suggestion, TabRequest
 
-__all__ = ["Observation", "observe", "to_features", "from_features", "copilot_features",
+__all__ = ["Observation", "Draft", "draft", "finish", "observe", "observe_many", "to_features", "from_features", "copilot_features",
            "COPILOT_FEATURES", "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",
            "STATE_FEATURES"]
 
@@ -233,28 +233,67 @@ def _action_row(c: Candidate, rank: int, cut: int, req: TabRequest, right_line: 
     ]
 
 
+@dataclass
+class Draft:
+    """A request's candidates before the LM has looked at them: the first half of
+    :func:`observe`, so that several requests can share one LM call between the halves."""
+
+    req: TabRequest
+    copies: list[Candidate]
+    rewrites: list[Candidate]
+    generate: bool
+    """Whether the LM should write its own line (``ObserveConfig.lm_generate``)."""
+
+    @property
+    def left(self) -> str:
+        return self.req.file[: self.req.cursor]
+
+
+def draft(req: TabRequest, config: ObserveConfig | None = None,
+          open_files: list[str] | None = None) -> Draft:
+    """Context-copy and next-edit candidates for one request."""
+    cfg = config or ObserveConfig()
+    copies: list[Candidate] = []
+    rewrites: list[Candidate] = []
+    if cfg.copy:
+        copies = copy_candidates(req.file[: req.cursor], _sources(req, open_files or []), req.cursor,
+                                 min_match=cfg.min_match, max_candidates=cfg.max_copy,
+                                 max_lines=cfg.max_lines, max_chars=cfg.max_chars)
+        rewrites = next_edit_candidates(req.file, req.cursor, req.recent_edits)
+    return Draft(req, copies, rewrites, generate=cfg.lm_generate == "always" or not copies)
+
+
 def observe(req: TabRequest, lm: Any = None, config: ObserveConfig | None = None,
             open_files: list[str] | None = None) -> Observation:
     """Candidates, actions and features for one request (``lm``: a :class:`TabLM` or None)."""
+    return observe_many([req], lm, config, [open_files or []])[0]
+
+
+def observe_many(reqs: list[TabRequest], lm: Any = None, config: ObserveConfig | None = None,
+                 open_files: list[list[str]] | None = None) -> list[Observation]:
+    """:func:`observe` for concurrent requests, with one LM call for all of them."""
+    cfg = config or ObserveConfig()
+    drafts = [draft(r, cfg, files) for r, files in zip(reqs, open_files or [[] for _ in reqs])]
+    hidden_size = getattr(lm, "hidden_size", 0) if lm is not None else 0
+    if lm is None or not cfg.use_lm:
+        return [finish(d, None, hidden_size, cfg) for d in drafts]
+    analyses = lm.analyze_many([(d.left, d.copies, d.generate) for d in drafts])
+    return [finish(d, a, hidden_size, cfg) for d, a in zip(drafts, analyses)]
+
+
+def finish(d: Draft, analysis: Any, hidden_size: int, cfg: ObserveConfig) -> Observation:
+    """The second half of :func:`observe`: actions and features once the LM has scored the
+    copy candidates (``analysis``: an :class:`LMAnalysis`, or None without an LM)."""
     import numpy as np
 
-    cfg = config or ObserveConfig()
-    left = req.file[: req.cursor]
-    cands: list[Candidate] = []
-    rewrites: list[Candidate] = []
-    if cfg.copy:
-        cands = copy_candidates(left, _sources(req, open_files or []), req.cursor, min_match=cfg.min_match,
-                                max_candidates=cfg.max_copy, max_lines=cfg.max_lines, max_chars=cfg.max_chars)
-        rewrites = next_edit_candidates(req.file, req.cursor, req.recent_edits)
-    n_copy = len(cands)
-    hidden = np.zeros(getattr(lm, "hidden_size", 0) if lm is not None else 0, dtype=np.float32)
+    req, left = d.req, d.left
+    hidden = np.zeros(hidden_size, dtype=np.float32)
     lm_cand = None
-    if lm is not None and cfg.use_lm:
-        generate = cfg.lm_generate == "always" or not cands
-        analysis = lm.analyze(left, cands, generate=generate)
+    if analysis is not None:
         hidden = analysis.hidden.astype(np.float32)
         lm_cand = analysis.lm_candidate
-    cands = cands + ([lm_cand] if lm_cand is not None else []) + rewrites
+    cands = d.copies + ([lm_cand] if lm_cand is not None else []) + d.rewrites
+    n_copy = len(d.copies)
     line_end = req.file.find("\n", req.cursor)
     right_line = req.file[req.cursor : len(req.file) if line_end < 0 else line_end]
     lm_text = lm_cand.text if lm_cand is not None else ""

@@ -145,19 +145,28 @@ class TabPolicy:
 
     def act(self, obs: Observation, sample: bool = True) -> Action:
         """Draw an action (``sample=False``: the most likely one) with its log-probability."""
+        return self.act_many([obs], sample)[0]
+
+    def act_many(self, obs_list: Sequence[Observation], sample: bool = True) -> list[Action]:
+        """:meth:`act` for several observations: one forward pass of the head, then each
+        draw in order (the same draws as one ``act`` after another)."""
         import torch
 
         with torch.inference_mode():
-            logits, value = self.net(*self._tensors([obs]))
-            logp = torch.log_softmax(logits[0], dim=-1)
-            if sample:
-                idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
-            else:
-                idx = int(torch.argmax(logp))
-            p_show = float(1.0 - logp[0].exp())
-        sug = obs.suggestion(idx - 1) if idx > 0 else None
-        return Action(index=idx, logprob=float(logp[idx]), version=self.version, suggestion=sug,
-                      value=float(value[0]), prob_show=p_show)
+            logits, value = self.net(*self._tensors(obs_list))  # (B, 1 + A), (B,)
+            out = []
+            for b, obs in enumerate(obs_list):
+                # this row as act() alone would see it (the same width: the same random draws)
+                logp = torch.log_softmax(logits[b, : 1 + max(1, len(obs.rows))], dim=-1)
+                if sample:
+                    idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
+                else:
+                    idx = int(torch.argmax(logp))
+                sug = obs.suggestion(idx - 1) if idx > 0 else None
+                out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
+                                  suggestion=sug, value=float(value[b]),
+                                  prob_show=float(1.0 - logp[0].exp())))
+        return out
 
     def logprobs(self, obs_list: Sequence[Observation], indices: Sequence[int]) -> list[float]:
         """log π(action | obs) of given actions under this policy (off-policy evaluation)."""
@@ -233,6 +242,20 @@ class TabPolicy:
         info = {"version": self.version, "config": asdict(self.config),
                 "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES, **(meta or {})}
         (p / "policy.json").write_text(json.dumps(info, indent=1) + "\n")
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`from_state` needs to rebuild this policy elsewhere (another process)."""
+        return {"config": asdict(self.config), "version": self.version,
+                "weights": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
+                "trained_with": dict(self.trained_with)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "TabPolicy":
+        policy = cls(PolicyConfig(**state["config"]), version=int(state["version"]))
+        policy.net.load_state_dict(state["weights"])
+        policy.net.eval()
+        policy.trained_with = dict(state["trained_with"])
+        return policy
 
     @classmethod
     def load(cls, path: str | Path) -> "TabPolicy":

@@ -1,4 +1,4 @@
-"""The Tab specialist: a warm engine answering one request at a time, under the 50 ms budget.
+"""The Tab specialist: a warm engine answering keystrokes under the 50 ms budget.
 
 Configured by YAML like any specialist::
 
@@ -10,6 +10,12 @@ Configured by YAML like any specialist::
 ``checkpoint`` holds the LM (``tokenizer.json`` + any ``AutoModelForCausalLM``) and the
 policy head (``policy.safetensors`` + ``policy.json``); ``policy`` may point elsewhere.
 Without an LM (``use_lm: false``) the policy must have been trained without one.
+
+Two ways in: :meth:`TabSpecialist.answer` decides one request on the caller's thread;
+:meth:`TabSpecialist.submit` queues it for the model worker (:mod:`specialists.tab.batcher`),
+which decides concurrent requests together — one batched LM call, then the policy per
+request — and drops those a newer keystroke of the same ``session`` made stale before
+they cost a forward pass. The HTTP endpoint uses ``submit``. Both give the same answers.
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from pydantic import Field
 
@@ -44,6 +54,21 @@ def _clean(value: Any, limit: int = 4000) -> str:
     return text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")
 
 
+@dataclass
+class _Job:
+    """A parsed request waiting for the model."""
+
+    req: TabRequest
+    offset: int
+    """Where the window ``req.file`` starts in the request's file."""
+    open_files: list[str]
+    session: str | None
+    seq: int | None
+    t0: float
+    """When it arrived (``perf_counter``): its latency counts the wait for the model."""
+    meta: dict[str, Any]
+
+
 def _int(value: Any) -> int:
     try:
         return int(value or 0)
@@ -66,6 +91,17 @@ class TabOptions(SpecialistOptions):
     """Sample actions from the policy (on-policy data for the loop) instead of its mode."""
     log_features: bool = False
     """Keep each decision's observation for the event store (the loop trains on it)."""
+    lm_cache: int = Field(64, ge=0)
+    """LM prompt states kept for reuse between keystrokes (0: none; ~0.4 MB each)."""
+    max_batch: int = Field(16, ge=1)
+    """Most requests the model worker takes in one turn (``submit``)."""
+    max_queue: int = Field(64, ge=1)
+    """Most requests waiting for the model worker; past it the stalest is answered 'overloaded'."""
+    workers: int = Field(1, ge=1, le=8)
+    """Model worker threads (torch releases the GIL: a second one uses a second core)."""
+    processes: int = Field(0, ge=0, le=8)
+    """Model worker processes, each with its own copy of the model (0: threads in this
+    process). Their Python does not share the server's GIL; a session keeps to one."""
 
 
 class TabSpecialist(Specialist):
@@ -75,7 +111,8 @@ class TabSpecialist(Specialist):
     def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
                  threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
-                 log_features: bool = False) -> None:
+                 log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
+                 max_queue: int = 64, workers: int = 1, processes: int = 0) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -89,10 +126,25 @@ class TabSpecialist(Specialist):
         self.sample = sample
         self.log_features = log_features
         """Put the observation's arrays in each answer's meta, for the event store (the loop)."""
+        self.lm_cache = lm_cache
+        self.max_batch = max_batch
+        self.max_queue = max_queue
+        self.workers = workers
+        self.processes = processes
+        self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,
+                         "threads": threads, "context_tokens": context_tokens,
+                         "window_before": window_before, "window_after": window_after,
+                         "max_recent_edits": max_recent_edits, "sample": sample,
+                         "log_features": log_features, "lm_cache": lm_cache}
+        self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the policy: its draws and its swap
         self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
+        self._seq_lock = threading.Lock()
+        self._workers: list[Any] = []
+        self._home: OrderedDict[str, int] = OrderedDict()  # session -> its worker
+        self._worker_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
@@ -104,13 +156,24 @@ class TabSpecialist(Specialist):
         if self.context_tokens is None:
             self.context_tokens = int(self.policy.trained_with.get("context_tokens", 64))
         if self.use_lm:
-            self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads).load()
+            self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads,
+                            cache=self.lm_cache).load()
         if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
             raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
                                   f"{self.policy.config.hidden_size}; the LM has "
                                   f"{self.lm.hidden_size if self.lm else 0}")
         self.observe_config = ObserveConfig(use_lm=self.lm is not None)
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
+        if self.processes:
+            from specialists.tab.procs import ModelProcess
+
+            procs = [ModelProcess(type(self), {**self._options, "policy": str(self.policy_path),
+                                               "context_tokens": self.context_tokens},
+                                  name=f"tab-model-{i}")
+                     for i in range(self.processes)]  # they load in parallel
+            for proc in procs:
+                proc.wait_ready()
+            self._procs = procs
 
     def swap(self, policy: Any) -> int:
         """Serve ``policy`` from now on; returns the version it replaced.
@@ -125,6 +188,10 @@ class TabSpecialist(Specialist):
                                   f"{policy.config.hidden_size}; the served LM has {expected}")
         with self._lock:
             old, self.policy = self.policy, policy
+            if self._procs:
+                state = policy.state()
+                for proc in self._procs:
+                    proc.swap(state)
         return int(old.version) if old is not None else -1
 
     @property
@@ -132,8 +199,20 @@ class TabSpecialist(Specialist):
         return str(self.policy.version) if self.policy is not None else "0"
 
     def health(self) -> dict[str, Any]:
-        return {"ok": self.policy is not None, "version": self.version,
-                "lm": str(self.checkpoint) if self.lm else None}
+        out = {"ok": self.policy is not None, "version": self.version,
+               "lm": str(self.checkpoint) if self.lm else None}
+        if self.lm is not None and self.lm_cache:  # with processes, theirs do the serving
+            caches = [p.cache for p in self._procs] or [self.lm.cache_stats()]
+            out["lm_cache"] = {k: sum(c.get(k, 0) for c in caches) for k in caches[0]}
+        if self._workers:
+            stats = [w.stats() for w in self._workers]
+            worker = {k: round(sum(st[k] for st in stats), 3)
+                      for k in ("batches", "jobs", "shed", "busy_s", "cpu_s", "queued")}
+            worker["mean_batch"] = round(worker["jobs"] / worker["batches"], 2) if worker["batches"] else 0.0
+            if self._procs:  # the deciding is done there
+                worker["cpu_s"] = round(sum(p.cpu_s for p in self._procs), 3)
+            out["worker"] = worker
+        return out
 
     # -- requests ----------------------------------------------------------------------
     def parse(self, request: Mapping[str, Any]) -> tuple[TabRequest, int]:
@@ -180,49 +259,160 @@ class TabSpecialist(Specialist):
             raise SpecialistError("'open_files' must be a list of file texts")
         return [_clean(f, 16_000) for f in files[:8]]
 
-    def _stale(self, request: Mapping[str, Any]) -> bool:
+    def _stale(self, job: _Job) -> bool:
+        """A newer request from the same session has arrived since ``job``."""
+        if job.session is None or job.seq is None:
+            return False
+        with self._seq_lock:
+            return self._latest.get(job.session, -1) > job.seq
+
+    def _prepare(self, request: Mapping[str, Any]) -> _Job | Result:
+        """Validate and window a request, note its session's newest seq; a Result when
+        it is answered without the model (empty, binary, not UTF-8)."""
+        t0 = time.perf_counter()
+        req, offset = self.parse(request)
+        open_files = self._open_files(request)
         session, seq = request.get("session"), request.get("seq")
-        return session is not None and seq is not None and self._latest.get(str(session), -1) > int(seq)
+        job = _Job(req, offset, open_files, None if session is None or seq is None else str(session),
+                   None if session is None or seq is None else int(seq), t0,
+                   {"request_id": req.request_id, "policy_version": self.policy.version})
+        if job.session is not None and job.seq is not None:  # the person typed on: newer wins
+            with self._seq_lock:
+                self._latest[job.session] = max(self._latest.get(job.session, -1), job.seq)
+                self._latest.move_to_end(job.session)
+                while len(self._latest) > 10_000:
+                    self._latest.popitem(last=False)
+        if not req.file.strip():
+            return self._nothing("empty file", t0, job.meta)
+        if "\x00" in req.file:
+            return self._nothing("binary content", t0, job.meta)
+        if not _utf8(req.file):
+            return self._nothing("content is not valid UTF-8", t0, job.meta)
+        return job
 
     def answer(self, request: Mapping[str, Any]) -> Result:
         """A suggestion (``range`` + ``text``) or an explicit nothing, with version and latency."""
-        t0 = time.perf_counter()
-        req, offset = self.parse(request)
-        session, seq = request.get("session"), request.get("seq")
-        if session is not None and seq is not None:  # the person typed on: newer wins
-            key = str(session)
-            self._latest[key] = max(self._latest.get(key, -1), int(seq))
-            self._latest.move_to_end(key)
-            while len(self._latest) > 10_000:
-                self._latest.popitem(last=False)
-        meta = {"request_id": req.request_id, "policy_version": self.policy.version}
-        if not req.file.strip():
-            return self._nothing("empty file", t0, meta)
-        if "\x00" in req.file:
-            return self._nothing("binary content", t0, meta)
-        if not _utf8(req.file):
-            return self._nothing("content is not valid UTF-8", t0, meta)
-        with self._lock:
-            if self._stale(request):
-                return self._nothing("cancelled: a newer request from this session arrived", t0, meta,
-                                     cancelled=True)
-            from specialists.tab.features import observe
+        job = self._prepare(request)
+        if isinstance(job, Result):
+            return job
+        out: list[Result] = []
+        self._decide([job], lambda _, result: out.append(result))
+        return out[0]
 
-            obs = observe(req, self.lm, self.observe_config, open_files=self._open_files(request))
-            action = self.policy.act(obs, sample=self.sample)
-        meta.update(policy_version=action.version, logprob=round(action.logprob, 4),
-                    prob_show=round(action.prob_show, 4), action=action.index)
+    def submit(self, request: Mapping[str, Any], done: Callable[[Any], None]) -> None:
+        """:meth:`answer` through the model worker, which batches concurrent requests.
+
+        Bad input raises here, at once; otherwise ``done`` receives the Result (or the
+        exception that prevented one) on a worker thread — hand it over, do not block.
+        """
+        job = self._prepare(request)
+        if isinstance(job, Result):
+            done(job)
+            return
+        self._worker_for(job).submit(job, done)
+
+    def _worker_for(self, job: _Job) -> Any:
+        """The model worker for ``job``: with processes, its session's (a new session goes
+        to the one with the fewest sessions), so its keystrokes meet their cached work."""
+        with self._worker_lock:
+            if not self._workers:
+                self._workers = self._start_workers()
+            if len(self._workers) == 1 or job.session is None:
+                return min(self._workers, key=lambda w: len(w._queue))
+            home = self._home.get(job.session)
+            if home is None:
+                counts = [0] * len(self._workers)
+                for index in self._home.values():
+                    counts[index] += 1
+                home = self._home[job.session] = counts.index(min(counts))
+                while len(self._home) > 1_000:
+                    self._home.popitem(last=False)
+            self._home.move_to_end(job.session)
+            return self._workers[home]
+
+    def _start_workers(self) -> list[Any]:
+        from specialists.tab.batcher import ModelWorker
+
+        if not self._procs:
+            return [ModelWorker(self._decide, self._overloaded, self._stale,
+                                max_queue=self.max_queue, max_batch=self.max_batch,
+                                threads=self.workers, name="tab-model")]
+        return [ModelWorker(partial(self._decide, live_decide=proc.decide), self._overloaded,
+                            self._stale, max_queue=self.max_queue, max_batch=self.max_batch,
+                            name=f"tab-model-{i}")
+                for i, proc in enumerate(self._procs)]
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the model workers: requests submitted inside the block queue up and the next
+        turn takes them together (a test seam for batching, staleness and the full queue)."""
+        with self._worker_lock:
+            if not self._workers:
+                self._workers = self._start_workers()
+            workers = list(self._workers)
+        with ExitStack() as stack:
+            for worker in workers:
+                stack.enter_context(worker.paused())
+            yield
+
+    def close(self) -> None:
+        """Stop the model workers and processes; queued requests are answered 'overloaded'."""
+        with self._worker_lock:
+            workers, self._workers = self._workers, []
+            procs, self._procs = self._procs, []
+        for worker in workers:
+            worker.close()
+        for proc in procs:
+            proc.close()
+
+    def _overloaded(self, job: _Job) -> Result:
+        return self._nothing("overloaded: too many requests waiting for the model", job.t0,
+                             job.meta, overloaded=True)
+
+    def _decide(self, jobs: list[_Job], deliver: Callable[[int, Result], None],
+                live_decide: Callable[[list[_Job], Callable[[int, Result], None]], None] | None = None
+                ) -> None:
+        """Decide for a batch: stale jobs are cancelled before they cost a forward pass; the
+        rest go to ``live_decide`` (a model process's) or :meth:`_decide_live`."""
+        live = []
+        for i, job in enumerate(jobs):
+            if self._stale(job):
+                deliver(i, self._nothing("cancelled: a newer request from this session arrived",
+                                         job.t0, job.meta, cancelled=True))
+            else:
+                live.append(i)
+        if live:
+            (live_decide or self._decide_live)([jobs[i] for i in live],
+                                               lambda k, result: deliver(live[k], result))
+
+    def _decide_live(self, jobs: list[_Job], deliver: Callable[[int, Result], None]) -> None:
+        """One LM call for the batch (``observe_many``) and one pass of the policy head,
+        which then draws per job in order. The LM is safe to share between worker threads;
+        the policy is used under the lock, so a swap waits for a batch's draws, and a batch
+        never mixes versions."""
+        from specialists.tab.features import observe_many
+
+        observations = observe_many([job.req for job in jobs], self.lm, self.observe_config,
+                                    [job.open_files for job in jobs])
+        with self._lock:
+            actions = self.policy.act_many(observations, sample=self.sample)
+        for i, (job, obs, action) in enumerate(zip(jobs, observations, actions)):
+            deliver(i, self._result(job, obs, action))
+
+    def _result(self, job: _Job, obs: Any, action: Any) -> Result:
+        meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
+                "prob_show": round(action.prob_show, 4), "action": action.index}
         if self.log_features:
             from specialists.tab.features import to_features
 
             meta["features"] = to_features(obs)
         if action.suggestion is None:
-            return self._nothing("policy chose not to show", t0, meta)
+            return self._nothing("policy chose not to show", job.t0, meta)
         s = action.suggestion
         cand = obs.candidates[int(obs.rows[action.index - 1][0])]
-        out = {"range": {"start": s.start + offset, "end": s.end + offset}, "text": s.text,
+        out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
                "kind": "next_edit" if cand.is_rewrite else "completion", "source": cand.source}
-        meta["latency_ms"] = round((time.perf_counter() - t0) * 1000, 2)
+        meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
         return Result(output=out, confidence=round(action.prob_show, 4), meta=meta)
 
     @staticmethod

@@ -271,6 +271,34 @@ def test_concurrent_writers_lose_nothing(store: EventStore) -> None:
     assert store.counts() == {"actions": 300, "outcomes": 300}
 
 
+def test_group_commit_calls_back_after_the_rows_are_stored(store: EventStore) -> None:
+    """ActionWriter (issue 17): rows queued together go in one transaction; each caller
+    hears only once its row is readable; a reused request_id fails that row alone."""
+    from specialists.tab.events import ActionWriter
+
+    store.record_action(act("taken"))
+    writer = ActionWriter(store)
+    seen: dict[str, object] = {}
+    done = threading.Semaphore(0)
+
+    def callback(rid: str):
+        def call(error: object) -> None:
+            # the row is committed before the callback: feedback would find it now
+            seen[rid] = error if error is not None else store.version_of(rid)
+            done.release()
+        return call
+
+    rids = [f"g{i}" for i in range(40)] + ["taken"]
+    for rid in rids:
+        writer.write(act(rid), callback(rid))
+    for _ in rids:
+        assert done.acquire(timeout=30)
+    writer.close()
+    assert isinstance(seen.pop("taken"), ConflictError)
+    assert set(seen.values()) == {"v1"} and len(seen) == 40
+    assert store.counts()["actions"] == 41
+
+
 WRITER = """
 import sys
 from specialists.tab.events import ActionRecord, EventStore
