@@ -1,7 +1,8 @@
 """A fast fake OpenAI-compatible provider for latency benchmarks: a bare ASGI app on uvicorn
 (keep-alive, chunked streams), so that at 64 concurrent requests the provider is not what
 the numbers measure. It answers every chat completion with "echo: <last user message>",
-as ``tests/fakes/fake_frontier.py`` does (that one is scriptable and threaded, for tests).
+with the test fake's own answer and usage functions (``tests/fakes/fake_frontier.py`` is
+scriptable and threaded, for tests).
 
     python benchmarks/fake_provider.py --port 9000      # base URL http://127.0.0.1:9000/v1
 """
@@ -9,25 +10,19 @@ as ``tests/fakes/fake_frontier.py`` does (that one is scriptable and threaded, f
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the same answers and token counts as the test fake, so both fakes bill alike
+from tests.fakes.fake_frontier import _answer_text, _usage  # noqa: E402
+
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-
-
-def _answer(body: dict[str, Any]) -> str:
-    users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
-    return f"echo: {users[-1].get('content', '') if users else ''}"
-
-
-def _usage(body: dict[str, Any], text: str) -> dict[str, int]:
-    prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", [])) // 4 + 1
-    completion = max(1, len(text) // 4)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -47,7 +42,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     body = orjson.loads(raw or b"{}")
-    text = _answer(body)
+    text = _answer_text(body, "ok")
     base = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model", "fake")}
     if not body.get("stream"):
         await _send(send, 200, orjson.dumps({
