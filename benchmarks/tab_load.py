@@ -5,7 +5,9 @@
 Starts ``complement serve`` in a subprocess (the default config: the shipped Tab
 checkpoint, sampling and feature logging on as shipped, a fresh temporary data directory
 so the event store starts empty), then, in this process, runs N editors at once for each N
-of ``--editors``, each for ``--seconds``. ``--url`` measures a server already running.
+of ``--editors``, each for ``--seconds``. ``--url`` (with ``--pid``) measures a server
+already running; ``COMPLEMENT_TAB_PROCESSES=0`` serves the model from a thread instead of
+the default config's two processes.
 
 Each editor replays held-out edits (the test split of the histories folder given as the
 argument, real file states) as a person types them:
@@ -25,11 +27,13 @@ argument, real file states) as a person types them:
 * the editor never accepts a suggestion (it types the real change), so each answer's
   ``last_outcome`` is ``rejected`` when something was shown, else ``none``.
 
-Latency is measured here, from sending the request to reading its answer. The p50/p95/p99
+Each editor is its own HTTP client with its own ``session``. Latency is measured here,
+from sending the request to reading its answer. The p50/p95/p99
 and the share answered within 50 ms count every sent request; one that got no real
 decision in time (abandoned, cancelled, ``overloaded``, an error) counts as a miss
 (infinitely late). The single-editor run is the same-run baseline: the JSON summary (last
-line) gives each N's p99 against the one-editor p50.
+line) gives each N's p99 against the one-editor p50. On a shared machine, ``other_cores``
+says how much CPU everything but the server and this client used during each run.
 """
 
 from __future__ import annotations

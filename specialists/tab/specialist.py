@@ -192,8 +192,8 @@ class TabSpecialist(Specialist):
         """Serve ``policy`` from now on; returns the version it replaced.
 
         The new policy is fully loaded before this is called, and the swap waits for the
-        model lock, so requests in flight finish on the old version and none sees a
-        half-loaded one.
+        policy lock (and each model process for the batch in its hands), so requests in
+        flight finish on the old version and none sees a half-loaded one.
         """
         expected = self.lm.hidden_size if self.lm else 0
         if policy.config.hidden_size != expected:
