@@ -5,7 +5,9 @@
 Starts ``complement serve`` in a subprocess (the default config: the shipped Tab
 checkpoint, sampling and feature logging on as shipped, a fresh temporary data directory
 so the event store starts empty), then, in this process, runs N editors at once for each N
-of ``--editors``, each for ``--seconds``. ``--url`` measures a server already running.
+of ``--editors``, each for ``--seconds``. ``--url`` (with ``--pid``) measures a server
+already running; ``COMPLEMENT_TAB_PROCESSES=0`` serves the model from a thread instead of
+the default config's two processes.
 
 Each editor replays held-out edits (the test split of the histories folder given as the
 argument, real file states) as a person types them:
@@ -25,11 +27,13 @@ argument, real file states) as a person types them:
 * the editor never accepts a suggestion (it types the real change), so each answer's
   ``last_outcome`` is ``rejected`` when something was shown, else ``none``.
 
-Latency is measured here, from sending the request to reading its answer. The p50/p95/p99
+Each editor is its own HTTP client with its own ``session``. Latency is measured here,
+from sending the request to reading its answer. The p50/p95/p99
 and the share answered within 50 ms count every sent request; one that got no real
 decision in time (abandoned, cancelled, ``overloaded``, an error) counts as a miss
 (infinitely late). The single-editor run is the same-run baseline: the JSON summary (last
-line) gives each N's p99 against the one-editor p50.
+line) gives each N's p99 against the one-editor p50. On a shared machine, ``other_cores``
+says how much CPU everything but the server and this client used during each run.
 """
 
 from __future__ import annotations
@@ -381,6 +385,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30.0, help="typing time per editor count")
     ap.add_argument("--config", default=str(ROOT / "configs" / "default.yaml"))
     ap.add_argument("--url", default=None, help="measure this running server instead")
+    ap.add_argument("--pid", type=int, default=None,
+                    help="with --url: the server's process id, to measure its CPU")
     ap.add_argument("--server-workers", type=int, default=1,
                     help="complement serve --workers N (processes; each has its own model worker)")
     ap.add_argument("--key-ms", type=float, nargs=2, default=Typing.key_ms, metavar=("LO", "HI"))
@@ -404,7 +410,8 @@ def main() -> int:
             open(a.server_log or os.path.join(tmp, "server.log"), "w") as log:
         proc, url = (None, a.url.rstrip("/")) if a.url else start_server(a.config, tmp, log, a.server_workers)
         try:
-            rows = [measure(url, pairs, n, a.seconds, typing, a.seed, proc, a.trace) for n in counts]
+            pid = proc.pid if proc is not None else a.pid
+            rows = [measure(url, pairs, n, a.seconds, typing, a.seed, pid, a.trace) for n in counts]
             if a.server_workers > 1:  # /readyz answers from one process: its counters are half
                 for row in rows:
                     row.update(worker_busy=None, worker_cpu=None, mean_batch=None,
@@ -418,12 +425,12 @@ def main() -> int:
 
 
 def measure(url: str, pairs: list[Any], n: int, seconds: float, typing: Typing, seed: int,
-            proc: subprocess.Popen | None, trace: str | None = None) -> dict[str, Any]:
+            pid: int | None, trace: str | None = None) -> dict[str, Any]:
     """One editor count: type for ``seconds``, then summarise what the editors saw."""
-    cpu0, client0 = cpu_seconds(proc.pid) if proc else float("nan"), time.process_time()
+    cpu0, client0 = cpu_seconds(pid) if pid else float("nan"), time.process_time()
     health0, busy0, t0 = tab_health(url), machine_busy_seconds(), time.monotonic()
     stats = asyncio.run(run_editors(url, pairs, n, seconds, typing, seed))
-    cpu1, client1 = cpu_seconds(proc.pid) if proc else float("nan"), time.process_time()
+    cpu1, client1 = cpu_seconds(pid) if pid else float("nan"), time.process_time()
     busy1, t1 = machine_busy_seconds(), time.monotonic()
     row = summarise(n, stats, seconds, cpu1 - cpu0, client1 - client0)
     if trace:

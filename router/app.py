@@ -205,6 +205,19 @@ def _sync_tab_policy(registry: Registry, config: Config) -> None:
         log.info("tab: serving policy version %s", version)
 
 
+def _start_tab_workers(registry: Registry) -> None:
+    """Start the Tab model's worker threads or processes before the server says it is
+    ready (the first keystroke must not wait for a process to load torch)."""
+    tab = registry.find("tab")
+    start = getattr(tab, "start_workers", None)
+    if start is None:
+        return
+    try:
+        start()
+    except Exception as exc:  # serving goes on: the first request starts them, or says why
+        log.warning("tab: could not start the model workers: %s", exc)
+
+
 def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
     """An app for ``config``; pass ``registry`` to run with specialists built elsewhere."""
 
@@ -223,6 +236,7 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
         await run_in_threadpool(_sync_tab_policy, reg, config)
+        await run_in_threadpool(_start_tab_workers, reg)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
         try:

@@ -93,7 +93,7 @@ def _serve(factory: Callable[..., Any], options: dict[str, Any], conn: Any) -> N
     try:
         from specialists.tab.policy import TabPolicy
 
-        spec = factory(**{**options, "processes": 0})
+        spec = factory(**options)
         spec.setup()
     except Exception as exc:  # the parent raises it, named
         conn.send(("error", f"{type(exc).__name__}: {exc}"))

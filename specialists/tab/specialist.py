@@ -131,7 +131,7 @@ class TabSpecialist(Specialist):
         self.max_queue = max_queue
         self.workers = workers
         self.processes = processes
-        self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,
+        self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
@@ -164,23 +164,36 @@ class TabSpecialist(Specialist):
                                   f"{self.lm.hidden_size if self.lm else 0}")
         self.observe_config = ObserveConfig(use_lm=self.lm is not None)
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
-        if self.processes:
-            from specialists.tab.procs import ModelProcess
 
-            procs = [ModelProcess(type(self), {**self._options, "policy": str(self.policy_path),
-                                               "context_tokens": self.context_tokens},
-                                  name=f"tab-model-{i}")
-                     for i in range(self.processes)]  # they load in parallel
-            for proc in procs:
-                proc.wait_ready()
-            self._procs = procs
+    def start_workers(self) -> None:
+        """Start the model workers (and processes) :meth:`submit` uses; the first submit
+        does it otherwise. A server calls it at startup, so that spawning the processes
+        (seconds: each loads torch and the model) is done before it says it is ready;
+        in-process users that only call :meth:`answer` (the LSP) never start any."""
+        with self._worker_lock:
+            if self._workers:
+                return
+            if self.processes and not self._procs:
+                from specialists.tab.procs import ModelProcess
+
+                procs = [ModelProcess(type(self), {**self._options, "policy": str(self.policy_path),
+                                                   "context_tokens": self.context_tokens,
+                                                   "processes": 0}, name=f"tab-model-{i}")
+                         for i in range(self.processes)]  # they load in parallel
+                for proc in procs:
+                    proc.wait_ready()
+                with self._lock:  # the policy served now (swapped since setup?); then swaps reach them
+                    for proc in procs:
+                        proc.swap(self.policy.state())
+                    self._procs = procs
+            self._workers = self._start_workers()
 
     def swap(self, policy: Any) -> int:
         """Serve ``policy`` from now on; returns the version it replaced.
 
         The new policy is fully loaded before this is called, and the swap waits for the
-        model lock, so requests in flight finish on the old version and none sees a
-        half-loaded one.
+        policy lock (and each model process for the batch in its hands), so requests in
+        flight finish on the old version and none sees a half-loaded one.
         """
         expected = self.lm.hidden_size if self.lm else 0
         if policy.config.hidden_size != expected:
@@ -314,9 +327,9 @@ class TabSpecialist(Specialist):
     def _worker_for(self, job: _Job) -> Any:
         """The model worker for ``job``: with processes, its session's (a new session goes
         to the one with the fewest sessions), so its keystrokes meet their cached work."""
+        if not self._workers:
+            self.start_workers()
         with self._worker_lock:
-            if not self._workers:
-                self._workers = self._start_workers()
             if len(self._workers) == 1 or job.session is None:
                 return min(self._workers, key=lambda w: len(w._queue))
             home = self._home.get(job.session)
@@ -346,9 +359,8 @@ class TabSpecialist(Specialist):
     def paused(self) -> Iterator[None]:
         """Hold the model workers: requests submitted inside the block queue up and the next
         turn takes them together (a test seam for batching, staleness and the full queue)."""
+        self.start_workers()
         with self._worker_lock:
-            if not self._workers:
-                self._workers = self._start_workers()
             workers = list(self._workers)
         with ExitStack() as stack:
             for worker in workers:
