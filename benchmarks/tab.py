@@ -44,6 +44,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cache-dir", default="runs/tab_cache", help="observation cache shared with training ('' : off)")
     p.add_argument("--latency-requests", type=int, default=300)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--prompt-anchor", type=int, default=16,
+                   help="the LM prompt's start moves in steps of this many tokens (0: sliding)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-log", default=None, help="train.json of `complement tab train` to plot")
     p.add_argument("--curve", default="benchmarks/tab_training_curve.png")
@@ -106,13 +108,13 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     t_start = time.time()
     ckpt = Path(args.checkpoint)
-    lm = TabLM(ckpt, threads=args.threads).load()
+    lm = TabLM(ckpt, threads=args.threads, anchor=args.prompt_anchor).load()
     policy = TabPolicy.load(ckpt)
     full = ObserveConfig()  # what the RL policy sees
     lm_only = ObserveConfig(copy=False, lm_generate="always")  # what (a), (b), (c), (e) see
 
     def make_cache(cfg: ObserveConfig) -> ObservationCache:
-        path = cache_path(args.cache_dir, ckpt, cfg, lm.context_tokens) if args.cache_dir else None
+        path = cache_path(args.cache_dir, ckpt, cfg, lm.context_tokens, lm.anchor) if args.cache_dir else None
         return ObservationCache(lm, cfg, path)
 
     cache, cache_lm = make_cache(full), make_cache(lm_only)

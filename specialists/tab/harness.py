@@ -71,9 +71,11 @@ class ObservationCache:
 
 
 def cache_path(cache_dir: str | Path, checkpoint: str | Path | None, config: ObserveConfig,
-               context_tokens: int = 0) -> Path:
-    """A cache file named for the LM's weights and the observation settings."""
-    h = hashlib.blake2b(repr((config, context_tokens)).encode(), digest_size=8)
+               context_tokens: int = 0, anchor: int = 0) -> Path:
+    """A cache file named for the LM's weights and the observation settings (``anchor``:
+    the LM's prompt anchoring, :meth:`specialists.tab.lm.TabLM._prompt`)."""
+    key = (config, context_tokens) if not anchor else (config, context_tokens, anchor)
+    h = hashlib.blake2b(repr(key).encode(), digest_size=8)
     if checkpoint:
         weights = sorted(Path(checkpoint).glob("*.safetensors"))
         for w in weights:

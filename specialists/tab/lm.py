@@ -24,9 +24,10 @@ request repeats them exactly, as a person's next keystroke often does (:class:`_
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -37,6 +38,11 @@ from specialists.tab.context_copy import Candidate
 __all__ = ["TabLM", "LMAnalysis"]
 
 V = TypeVar("V")
+
+_HEAD = 8
+"""Prompts that share at least this many leading tokens are looked up for KV-cache reuse."""
+_ANCHOR_CHARS = 256
+"""An anchored prompt's text starts at the first line start after a multiple of this."""
 
 
 @dataclass
@@ -102,24 +108,37 @@ class _Caches:
     prompts: _LRU[_PromptState]
     scores: _LRU[list[float]]
     lines: _LRU[_Run]
+    heads: _LRU[tuple[int, ...]] = field(default_factory=lambda: _LRU(0))
+    """A prompt's first :data:`_HEAD` tokens -> the latest prompt kept that starts so."""
+    extended: int = 0  # prompts computed on a kept prompt's KV cache
+    tokens_saved: int = 0  # prompt tokens those did not run again
 
     @classmethod
     def of_size(cls, prompts: int) -> "_Caches":
-        return cls(_LRU(prompts), _LRU(prompts * 16), _LRU(prompts))
+        return cls(_LRU(prompts), _LRU(prompts * 16), _LRU(prompts), _LRU(prompts * 4))
 
     def stats(self) -> dict[str, Any]:
-        return {f"{name}_{what}": getattr(getattr(self, name), what)
-                for name in ("prompts", "scores", "lines") for what in ("hits", "misses")}
+        out = {f"{name}_{what}": getattr(getattr(self, name), what)
+               for name in ("prompts", "scores", "lines") for what in ("hits", "misses")}
+        return {**out, "prompts_extended": self.extended, "prompt_tokens_saved": self.tokens_saved}
 
+    def keep_prompt(self, key: tuple[int, ...], state: _PromptState) -> _PromptState:
+        if len(key) > _HEAD:
+            self.heads.put(key[:_HEAD], key)
+        return self.prompts.put(key, state)
 
-def _stack_pasts(pasts: list[list[tuple[Any, Any]]]) -> list[tuple[Any, Any]]:
-    """Per layer (k, v) with one row per sequence, from each sequence's prompt cache."""
-    import torch
-
-    if all(p is pasts[0] for p in pasts):  # one request's candidates: a view, no copy
-        return [(k.expand(len(pasts), -1, -1, -1), v.expand(len(pasts), -1, -1, -1)) for k, v in pasts[0]]
-    return [(torch.cat([p[i][0] for p in pasts]), torch.cat([p[i][1] for p in pasts]))
-            for i in range(len(pasts[0]))]
+    def prefix_of(self, key: tuple[int, ...]) -> tuple[int, _PromptState] | None:
+        """A kept prompt that shares more than :data:`_HEAD` leading tokens with ``key``:
+        (how many tokens of its KV cache ``key`` can reuse, its state), or None."""
+        if len(key) <= _HEAD:
+            return None
+        other = self.heads.get(key[:_HEAD])
+        state = self.prompts.get(other) if other is not None else None
+        if state is None or other is None:
+            return None
+        same = len(os.path.commonprefix([key, other]))
+        same = min(same, len(key) - 1)  # the last token must run: its hidden state is the answer
+        return (same, state) if same > _HEAD else None
 
 
 class _FastGPT2:
@@ -179,6 +198,98 @@ class _FastGPT2:
             x = x + torch.addmm(qb, h, qw).view(B, T, C)
         return F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps), new_past
 
+
+    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False
+                     ) -> tuple[Any, list[Any]]:
+        """Several requests' tokens in one pass, each row after its own KV cache (or none).
+
+        A row is ``(segments, past)``: every segment starts right after ``past`` (same
+        positions) and sees the past and its own earlier tokens, not the other segments —
+        one request's copy candidates, scored side by side. Rows are right-padded to one
+        length, the pasts to one length, and a mask keeps every token to what it may see,
+        so the answers equal one pass per segment up to float rounding, and concurrent
+        requests share every matrix product and every op's overhead (issue 17).
+
+        Returns the final hidden states (B, T, C), segments laid end to end in each row,
+        and with ``keep`` each one-segment row's KV cache extended by its tokens."""
+        torch, F = self.torch, self.F
+        B = len(rows)
+        flat: list[list[int]] = []
+        segs: list[list[int]] = []
+        pos: list[list[int]] = []
+        plens = [0 if past is None else int(past[0][0].shape[2]) for _, past in rows]
+        for (segments, _), P in zip(rows, plens):
+            toks: list[int] = []
+            seg: list[int] = []
+            at: list[int] = []
+            for s, part in enumerate(segments):
+                toks.extend(part)
+                seg.extend([s] * len(part))
+                at.extend(range(P, P + len(part)))
+            flat.append(toks)
+            segs.append(seg)
+            pos.append(at)
+        T, Pm = max(len(t) for t in flat), max(plens)
+        pad = [T - len(t) for t in flat]
+        ids = torch.tensor([t + [0] * n for t, n in zip(flat, pad)])
+        seg_t = torch.tensor([g + [-1] * n for g, n in zip(segs, pad)])
+        pos_t = torch.tensor([q + [0] * n for q, n in zip(pos, pad)]).clamp_(max=self.max_positions - 1)
+        x = self.wte[ids] + self.wpe[pos_t]  # (B, T, C)
+        C = x.shape[-1]
+        H, D = self.n_head, C // self.n_head
+        ar = torch.arange(T)
+        own = (seg_t[:, None, :] == seg_t[:, :, None]) & (ar[None, None, :] <= ar[None, :, None])
+        own |= torch.eye(T, dtype=torch.bool)  # a padding token sees itself: no empty row
+        if Pm:
+            seen = torch.arange(Pm)[None, None, :] < torch.tensor(plens)[:, None, None]
+            mask = torch.cat([seen.expand(B, T, Pm), own], 2)[:, None]  # (B, 1, T, Pm + T)
+            pasts = self._padded([past for _, past in rows], Pm)
+        else:
+            mask, pasts = own[:, None], None
+        kept: list[tuple[Any, Any]] = []
+        for i, (l1w, l1b, aw, ab, pw, pb, l2w, l2b, fw, fb, qw, qb) in enumerate(self.layers):
+            h = F.layer_norm(x, (C,), l1w, l1b, self.eps)
+            q, k, v = torch.addmm(ab, h.reshape(B * T, C), aw).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            if keep:
+                kept.append((k, v))
+            if pasts is not None:
+                k = torch.cat([pasts[i][0], k], dim=2)
+                v = torch.cat([pasts[i][1], v], dim=2)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            a = a.transpose(1, 2).reshape(B * T, C)
+            x = x + torch.addmm(pb, a, pw).view(B, T, C)
+            h = F.layer_norm(x, (C,), l2w, l2b, self.eps).reshape(B * T, C)
+            h = F.gelu(torch.addmm(fb, h, fw), approximate="tanh")
+            x = x + torch.addmm(qb, h, qw).view(B, T, C)
+        hidden = F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps)
+        new: list[Any] = [None] * B
+        if keep:
+            for b, ((segments, past), n) in enumerate(zip(rows, (len(t) for t in flat))):
+                if len(segments) != 1:
+                    continue
+                new[b] = [(k[b : b + 1, :, :n], v[b : b + 1, :, :n]) if past is None else
+                          (torch.cat([past[i][0], k[b : b + 1, :, :n]], dim=2),
+                           torch.cat([past[i][1], v[b : b + 1, :, :n]], dim=2))
+                          for i, (k, v) in enumerate(kept)]
+        return hidden, new
+
+    def _padded(self, pasts: list[Any], P: int) -> list[tuple[Any, Any]]:
+        """Per layer (k, v) of (B, H, P, D): each row's cache, zero-padded at the end."""
+        torch = self.torch
+        B = len(pasts)
+        if pasts[0] is not None and all(p is pasts[0] for p in pasts):  # one request's rows
+            return [(k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1)) for k, v in pasts[0]]
+        pad_sequence = torch.nn.utils.rnn.pad_sequence
+        H, D = self.n_head, self.wte.shape[1] // self.n_head
+        empty = torch.zeros(0, H, D)
+        out = []
+        for i in range(len(self.layers)):
+            ks = [empty if p is None else p[i][0][0].transpose(0, 1) for p in pasts]  # (P_b, H, D)
+            vs = [empty if p is None else p[i][1][0].transpose(0, 1) for p in pasts]
+            out.append((pad_sequence(ks, batch_first=True).transpose(1, 2),
+                        pad_sequence(vs, batch_first=True).transpose(1, 2)))
+        return out
+
     def logits(self, hidden: Any) -> Any:
         return hidden @ self.head.T
 
@@ -207,6 +318,22 @@ class _HFModel:
             out = self.model(input_ids=ids, past_key_values=past, use_cache=True, output_hidden_states=True)
         return out.hidden_states[-1], out.past_key_values
 
+    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False
+                     ) -> tuple[Any, list[Any]]:
+        """:meth:`_FastGPT2.forward_rows` one segment at a time (transformers' caches do not
+        pad): the same answers, none of the sharing."""
+        torch = self.torch
+        outs, new = [], []
+        for segments, past in rows:
+            parts = []
+            cache = None
+            for part in segments:
+                hidden, cache = self.forward(torch.tensor([list(part)]), past)
+                parts.append(hidden[0])
+            outs.append(torch.cat(parts))
+            new.append(cache if keep and len(segments) == 1 else None)
+        return torch.nn.utils.rnn.pad_sequence(outs, batch_first=True), new
+
     def logits(self, hidden: Any) -> Any:
         return self.model.get_output_embeddings()(hidden)
 
@@ -215,14 +342,17 @@ class TabLM:
     """A loaded checkpoint: tokenizer + model, warm, one thread by default."""
 
     def __init__(self, path: str | Path, *, context_tokens: int = 64, gen_tokens: int = 6,
-                 score_tokens: int = 12, threads: int = 1, cache: int = 0) -> None:
+                 score_tokens: int = 12, threads: int = 1, cache: int = 0, anchor: int = 16) -> None:
         self.path = Path(path)
+        self.anchor = anchor
+        """Prompt starts move in steps of this many tokens (0: a sliding window); see :meth:`_prompt`."""
         self._cache = _Caches.of_size(cache)
         """Prompt states kept for reuse (0: none); see :class:`_Caches`."""
         self.context_tokens = context_tokens
         self.gen_tokens = gen_tokens
         self.score_tokens = score_tokens
         self.threads = threads
+        self._runs_lock = threading.Lock()
         self._loaded = False
 
     def load(self) -> "TabLM":
@@ -266,13 +396,31 @@ class TabLM:
                            count=len(self.token_text))
 
     def _prompt(self, left: str) -> tuple[list[int], str]:
-        window = left[-self.context_tokens * 6 :]
+        """The prompt's token ids and the ``tail`` it leaves for the continuation.
+
+        With ``anchor`` > 0 (the default) the prompt's start stays put while a person types
+        on: the text window starts at a line start found from a position rounded down to
+        :data:`_ANCHOR_CHARS`, and tokens are dropped from the front in steps of ``anchor``
+        (so a prompt holds ``context_tokens - anchor + 1`` to ``context_tokens`` tokens).
+        A keystroke then leaves the previous prompt as a prefix of the new one, and
+        :meth:`_prompt_states` runs only the new tokens on the kept KV cache. ``anchor`` 0
+        keeps the last ``context_tokens`` tokens exactly (a sliding window: no reuse)."""
+        start = max(0, len(left) - self.context_tokens * 6)
+        if self.anchor and start:
+            start -= start % _ANCHOR_CHARS
+            line = left.find("\n", start, start + _ANCHOR_CHARS)
+            start = line + 1 if line >= 0 else start
+        window = left[start:]
         enc = self.tokenizer.encode(window)
         ids, offsets = enc.ids, enc.offsets
         if not ids:
             return [], ""
         tail = window[offsets[-1][0] :]
-        ids = ids[:-1][-self.context_tokens :]
+        ids = ids[:-1]
+        over = len(ids) - self.context_tokens
+        if over > 0:
+            step = self.anchor or 1
+            ids = ids[-(-over // step) * step :]  # ``over`` rounded up to a multiple of ``step``
         return ids, tail
 
     def analyze(self, left: str, candidates: list[Candidate], *, generate: bool = True) -> LMAnalysis:
@@ -282,10 +430,11 @@ class TabLM:
     def analyze_many(self, items: Sequence[tuple[str, list[Candidate], bool]]) -> list[LMAnalysis]:
         """:meth:`analyze` for several requests at once (``(left, candidates, generate)`` each).
 
-        The prompts go through one forward pass per prompt length, and every request's
-        copy candidates through one scoring pass per prompt length, so concurrent requests
-        share the matrix products (issue 17); each LM line is then decoded on its own
-        request's cache. The answers equal one-at-a-time answers up to float rounding.
+        Each of the three steps is one pass for all of them (:meth:`_FastGPT2.forward_rows`):
+        the prompts (the new ones, then those extending a kept prompt), every request's copy
+        candidates, and each step of the LM lines being decoded, so concurrent requests share
+        the matrix products and the per-op overhead (issue 17). The answers equal
+        one-at-a-time answers up to float rounding.
         """
         import torch
 
@@ -300,34 +449,46 @@ class TabLM:
                     for st, key, (_, tail) in zip(states, keys, prompts)]
             self._score_many([(cands, tail, key, st) for (_, cands, _), (_, tail), key, st
                               in zip(items, prompts, keys, states) if cands])
-            for out, (left, _, generate), key, st in zip(outs, items, keys, states):
-                if generate:
-                    out.lm_candidate = self._generated(st, key, out.tail, len(left))
+            wanted = [i for i, (_, _, generate) in enumerate(items) if generate]
+            lines = self._generated_many([(states[i], keys[i], outs[i].tail, len(items[i][0]))
+                                          for i in wanted])
+            for i, line in zip(wanted, lines):
+                outs[i].lm_candidate = line
         return outs
 
     # -- the three LM steps, each answered from the cache when it can ---------------------
     def _prompt_states(self, keys: list[tuple[int, ...]]) -> list[_PromptState]:
-        """Each prompt's last hidden state, KV cache and next-token log-probabilities."""
+        """Each prompt's last hidden state, KV cache and next-token log-probabilities: from
+        the cache, or computed on a kept prompt's KV cache when one shares its start (the
+        person typed on: only the new tokens run), or from scratch; one pass for each kind."""
         import torch
 
         out: list[_PromptState | None] = [self._cache.prompts.get(k) for k in keys]
-        todo: dict[int, list[tuple[int, ...]]] = {}
+        reuse = isinstance(self.net, _FastGPT2)  # transformers' caches are not cut to a prefix
+        todo: dict[tuple[int, ...], tuple[tuple[int, ...], Any, int]] = {}  # key -> (run, past, kept)
         for key, state in zip(keys, out):
-            if state is None and key not in todo.get(len(key), []):
-                todo.setdefault(len(key), []).append(key)
-        batched = isinstance(self.net, _FastGPT2)  # transformers' caches stay one per request
+            if state is not None or key in todo:
+                continue
+            prefix = self._cache.prefix_of(key) if reuse else None
+            if prefix is None:
+                todo[key] = (key, None, 0)
+            else:
+                same, base = prefix
+                todo[key] = (key[same:], [(k[:, :, :same], v[:, :, :same]) for k, v in base.past], same)
         fresh: dict[tuple[int, ...], _PromptState] = {}
-        for same_length in todo.values():
-            for chunk in ([same_length] if batched else [[k] for k in same_length]):
-                hidden, past = self.net.forward(torch.tensor(chunk), None)  # (B, T, C)
-                last = hidden[:, -1]  # (B, C)
-                first = torch.log_softmax(self.net.logits(last).float(), dim=-1)  # (B, V)
-                for b, key in enumerate(chunk):
-                    own = past if len(chunk) == 1 else [(k[b : b + 1].clone(), v[b : b + 1].clone())
-                                                        for k, v in past]
-                    state = _PromptState(last[b].clone(), own, first[b].clone()) if len(chunk) > 1 else \
-                        _PromptState(last[0], own, first[0])
-                    fresh[key] = self._cache.prompts.put(key, state)
+        for extending in (False, True):
+            group = [(key, run, past, same) for key, (run, past, same) in todo.items()
+                     if bool(same) == extending]
+            if not group:
+                continue
+            hidden, pasts = self.net.forward_rows([([run], past) for _, run, past, _ in group], keep=True)
+            last = hidden[torch.arange(len(group)), torch.tensor([len(run) - 1 for _, run, _, _ in group])]
+            first = torch.log_softmax(self.net.logits(last).float(), dim=-1)  # (B, V)
+            for b, (key, _, _, same) in enumerate(group):
+                if same:
+                    self._cache.extended += 1
+                    self._cache.tokens_saved += same
+                fresh[key] = self._cache.keep_prompt(key, _PromptState(last[b], pasts[b], first[b]))
         return [state if state is not None else fresh[key] for key, state in zip(keys, out)]
 
     def _score_many(self, jobs: list[tuple[list[Candidate], str, tuple[int, ...], _PromptState]]) -> None:
@@ -335,17 +496,16 @@ class TabLM:
         encoded = [[self.tokenizer.encode(tail + c.text) for c in cands] for cands, tail, _, _ in jobs]
         seqs = [[tuple(e.ids[: self.score_tokens]) for e in row] for row in encoded]
         scores: dict[tuple, list[float]] = {}
-        todo: dict[Any, list[tuple[int, tuple[int, ...]]]] = {}  # group -> (job, sequence)
-        batched = isinstance(self.net, _FastGPT2)
-        for j, ((_, _, key, _), row) in enumerate(zip(jobs, seqs)):
+        todo: dict[tuple[int, ...], tuple[_PromptState, list[tuple[int, ...]]]] = {}
+        for (_, _, key, state), row in zip(jobs, seqs):
             for seq in row:
                 hit = self._cache.scores.get((key, seq)) if seq else []
                 if hit is not None:
                     scores[key, seq] = hit
-                elif (j, seq) not in todo.setdefault(len(key) if batched else j, []):
-                    todo[len(key) if batched else j].append((j, seq))
-        for group in todo.values():
-            scores.update(self._score_group([(jobs[j][2], jobs[j][3], seq) for j, seq in group]))
+                elif seq not in todo.setdefault(key, (state, []))[1]:
+                    todo[key][1].append(seq)
+        if todo:
+            scores.update(self._scored(todo))
         for (cands, tail, key, _), row, enc_row in zip(jobs, seqs, encoded):
             for c, seq, enc in zip(cands, row, enc_row):
                 scored = scores[key, seq]
@@ -358,97 +518,133 @@ class TabLM:
                     ends.append(min(end, len(c.text)))
                 c.token_logprobs, c.token_ends = lps, ends
 
-    def _score_group(self, group: list[tuple[tuple[int, ...], _PromptState, tuple[int, ...]]]
-                     ) -> dict[tuple, list[float]]:
-        """One forward pass for sequences after prompts of one length: each sequence's
-        tokens' log-probabilities (token 0's from the prompt's last state), also cached."""
+    def _scored(self, todo: dict[tuple[int, ...], tuple[_PromptState, list[tuple[int, ...]]]]
+                ) -> dict[tuple, list[float]]:
+        """One pass for every prompt's sequences (a row per prompt, a segment per sequence):
+        each sequence's tokens' log-probabilities (token 0's from the prompt's last state),
+        also cached."""
         import torch
 
-        width = max(len(seq) for _, _, seq in group) - 1  # the last token predicts nothing we score
-        scored = [[float(st.first_logp[seq[0]])] for _, st, seq in group]
-        if width > 0:
-            batch = torch.tensor([list(seq[:-1]) + [0] * (width - len(seq) + 1)
-                                  for _, _, seq in group])  # (N, W) right-padded
-            pasts = [st.past for _, st, _ in group]
-            # one KV cache row per sequence; transformers' forward repeats its one request's
-            past = _stack_pasts(pasts) if isinstance(pasts[0], list) else pasts[0]
-            hidden, _ = self.net.forward(batch, past)  # (N, W, C)
-            # position j predicts token j + 1: only the rows whose next token is real
-            rows = [(n, j) for n, (_, _, seq) in enumerate(group) for j in range(len(seq) - 1)]
-            if rows:
-                ns, js = torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
-                targets = torch.tensor([group[n][2][j + 1] for n, j in rows])
-                logp = torch.log_softmax(self.net.logits(hidden[ns, js]).float(), dim=-1)  # (R, V)
-                picked = logp.gather(1, targets[:, None])[:, 0].tolist()
-                for (n, _), lp in zip(rows, picked):
-                    scored[n].append(lp)
-        return {(key, seq): self._cache.scores.put((key, seq), lps)
-                for (key, _, seq), lps in zip(group, scored)}
+        scored = {(key, seq): [float(state.first_logp[seq[0]])]
+                  for key, (state, seqs) in todo.items() for seq in seqs}
+        rows, owners = [], []
+        for key, (state, seqs) in todo.items():
+            longer = [seq for seq in seqs if len(seq) > 1]  # the last token predicts nothing we score
+            if longer:
+                rows.append(([seq[:-1] for seq in longer], state.past))
+                owners.append((key, longer))
+        if rows:
+            hidden, _ = self.net.forward_rows(rows)  # (B, T, C)
+            at_b, at_t, targets, whose = [], [], [], []
+            for b, (key, longer) in enumerate(owners):
+                offset = 0
+                for seq in longer:  # position j of a segment predicts its token j + 1
+                    for j in range(len(seq) - 1):
+                        at_b.append(b)
+                        at_t.append(offset + j)
+                        targets.append(seq[j + 1])
+                        whose.append((key, seq))
+                    offset += len(seq) - 1
+            picked_hidden = hidden[torch.tensor(at_b), torch.tensor(at_t)]
+            logp = torch.log_softmax(self.net.logits(picked_hidden).float(), dim=-1)  # (R, V)
+            picked = logp.gather(1, torch.tensor(targets)[:, None])[:, 0].tolist()
+            for owner, lp in zip(whose, picked):
+                scored[owner].append(lp)
+        return {owner: self._cache.scores.put(owner, lps) for owner, lps in scored.items()}
 
-    def _generated(self, state: _PromptState, key: tuple[int, ...], tail: str, cursor: int
-                   ) -> Candidate | None:
-        """The LM's own line, decoded greedily: the first token must re-spell ``tail``; the
+    def _generated_many(self, jobs: list[tuple[_PromptState, tuple[int, ...], str, int]]
+                        ) -> list[Candidate | None]:
+        """Each job's LM line, decoded greedily: the first token must re-spell ``tail``; the
         rest of the run depends only on the prompt and that token, so it is shared (and kept)
-        by every request that picks the same first token after the same prompt."""
+        by every request that picks the same first token after the same prompt. The runs
+        still going take each step together, in one pass."""
         import numpy as np
         import torch
 
-        allowed = self._allowed(tail)
-        logits = state.first_logp if allowed is None else \
-            state.first_logp.masked_fill(torch.from_numpy(~allowed), float("-inf"))
-        first = torch.log_softmax(logits, dim=-1)
-        t0 = int(torch.argmax(first))
-        if not np.isfinite(float(first[t0])):
-            return None  # no token re-spells the tail
-        run = self._cache.lines.get((key, t0)) or self._cache.lines.put((key, t0), _Run(state.past, t0))
-        pieces: list[str] = []
-        lps: list[float] = []
-        ends: list[int] = []
-        text_len = -len(tail)
+        lines: list[_Line | None] = []
+        for state, key, tail, cursor in jobs:
+            allowed = self._allowed(tail)
+            logits = state.first_logp if allowed is None else \
+                state.first_logp.masked_fill(torch.from_numpy(~allowed), float("-inf"))
+            first = torch.log_softmax(logits, dim=-1)
+            t0 = int(torch.argmax(first))
+            if not np.isfinite(float(first[t0])):
+                lines.append(None)  # no token re-spells the tail
+                continue
+            run = self._cache.lines.get((key, t0)) or self._cache.lines.put((key, t0), _Run(state.past, t0))
+            lines.append(_Line(run, tail, cursor, float(first[t0])))
         for step in range(self.gen_tokens):
-            tok, lp = (t0, float(first[t0])) if step == 0 else run.token(step, self.net)
-            piece = str(self.token_text[tok])
-            stop = piece.find("\n", max(0, -text_len) if text_len < 0 else 0)
-            if stop >= 0 and text_len + stop >= 0:
-                piece = piece[:stop]
-                if text_len + len(piece) > 0:
-                    pieces.append(piece)
-                    lps.append(lp)
-                    ends.append(text_len + len(piece))
+            going = [line for line in lines if line is not None and not line.done]
+            if not going:
                 break
-            pieces.append(piece)
-            text_len += len(piece)
-            if text_len > 0:
-                lps.append(lp)
-                ends.append(text_len)
-        text = "".join(pieces)[len(tail) :]
-        if not text.strip():
-            return None
-        return Candidate(text=text, source="lm", start=cursor, end=cursor, token_logprobs=lps,
-                         token_ends=ends)
+            if step:
+                self._extend({id(line.run): line.run for line in going}.values(), step)
+            for line in going:
+                line.take(step, self.token_text)
+        return [line.candidate() if line is not None else None for line in lines]
+
+    def _extend(self, runs: Iterable[_Run], step: int) -> None:
+        """Decode the next token of every run that has not reached ``step`` yet, in one pass."""
+        import torch
+
+        with self._runs_lock:  # runs are shared between requests (and worker threads)
+            short = [run for run in runs if len(run.tokens) <= step]
+            if not short:
+                return
+            hidden, pasts = self.net.forward_rows([([[run.tokens[-1]]], run.past) for run in short],
+                                                  keep=True)
+            logp = torch.log_softmax(self.net.logits(hidden[:, 0]).float(), dim=-1)  # (B, V)
+            best = torch.argmax(logp, dim=-1)
+            picked = logp.gather(1, best[:, None])[:, 0].tolist()
+            for run, tok, lp, past in zip(short, best.tolist(), picked, pasts):
+                run.tokens.append(int(tok))
+                run.logprobs.append(float(lp))
+                run.past = past
 
 
 class _Run:
-    """Greedy decoding after one prompt from a given first token, extended only as far as
-    some request reads it: ``token(step)`` is (token, its log-probability) at ``step`` ≥ 1."""
+    """Greedy decoding after one prompt from a given first token, extended (by
+    :meth:`TabLM._extend`) only as far as some request reads it."""
 
     def __init__(self, past: Any, first: int) -> None:
         self.past = past
         self.tokens = [first]
         self.logprobs = [0.0]  # step 0's depends on the request's tail: not kept
-        self._lock = threading.Lock()
 
-    def token(self, step: int, net: Any) -> tuple[int, float]:
-        import torch
 
-        with self._lock:
-            return self._extend(step, net, torch)
+class _Line:
+    """One request's LM line being read off a run: stops at the end of the line."""
 
-    def _extend(self, step: int, net: Any, torch: Any) -> tuple[int, float]:
-        while len(self.tokens) <= step:
-            hidden, self.past = net.forward(torch.tensor([[self.tokens[-1]]]), self.past)
-            logp = torch.log_softmax(net.logits(hidden[:, -1]).float()[0], dim=-1)
-            tok = int(torch.argmax(logp))
-            self.tokens.append(tok)
-            self.logprobs.append(float(logp[tok]))
-        return self.tokens[step], self.logprobs[step]
+    def __init__(self, run: _Run, tail: str, cursor: int, first_logprob: float) -> None:
+        self.run, self.tail, self.cursor, self.first_logprob = run, tail, cursor, first_logprob
+        self.pieces: list[str] = []
+        self.lps: list[float] = []
+        self.ends: list[int] = []
+        self.text_len = -len(tail)
+        self.done = False
+
+    def take(self, step: int, token_text: Any) -> None:
+        tok = self.run.tokens[step]
+        lp = self.first_logprob if step == 0 else self.run.logprobs[step]
+        piece = str(token_text[tok])
+        stop = piece.find("\n", max(0, -self.text_len) if self.text_len < 0 else 0)
+        if stop >= 0 and self.text_len + stop >= 0:
+            piece = piece[:stop]
+            if self.text_len + len(piece) > 0:
+                self.pieces.append(piece)
+                self.lps.append(lp)
+                self.ends.append(self.text_len + len(piece))
+            self.done = True
+            return
+        self.pieces.append(piece)
+        self.text_len += len(piece)
+        if self.text_len > 0:
+            self.lps.append(lp)
+            self.ends.append(self.text_len)
+
+    def candidate(self) -> Candidate | None:
+        text = "".join(self.pieces)[len(self.tail) :]
+        if not text.strip():
+            return None
+        return Candidate(text=text, source="lm", start=self.cursor, end=self.cursor,
+                         token_logprobs=self.lps, token_ends=self.ends)

@@ -93,6 +93,9 @@ class TabOptions(SpecialistOptions):
     """Keep each decision's observation for the event store (the loop trains on it)."""
     lm_cache: int = Field(64, ge=0)
     """LM prompt states kept for reuse between keystrokes (0: none; ~0.4 MB each)."""
+    prompt_anchor: int = Field(16, ge=0, le=64)
+    """The LM prompt's start moves in steps of this many tokens, so that a keystroke runs
+    only its new tokens on the previous prompt's cache (0: a sliding window, no reuse)."""
     max_batch: int = Field(16, ge=1)
     """Most requests the model worker takes in one turn (``submit``)."""
     max_queue: int = Field(64, ge=1)
@@ -112,7 +115,8 @@ class TabSpecialist(Specialist):
                  threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
-                 max_queue: int = 64, workers: int = 1, processes: int = 0) -> None:
+                 max_queue: int = 64, workers: int = 1, processes: int = 0,
+                 prompt_anchor: int = 16) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -131,11 +135,13 @@ class TabSpecialist(Specialist):
         self.max_queue = max_queue
         self.workers = workers
         self.processes = processes
+        self.prompt_anchor = prompt_anchor
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
-                         "log_features": log_features, "lm_cache": lm_cache}
+                         "log_features": log_features, "lm_cache": lm_cache,
+                         "prompt_anchor": prompt_anchor}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -157,7 +163,7 @@ class TabSpecialist(Specialist):
             self.context_tokens = int(self.policy.trained_with.get("context_tokens", 64))
         if self.use_lm:
             self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads,
-                            cache=self.lm_cache).load()
+                            cache=self.lm_cache, anchor=self.prompt_anchor).load()
         if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
             raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
                                   f"{self.policy.config.hidden_size}; the LM has "
@@ -415,9 +421,9 @@ class TabSpecialist(Specialist):
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
                 "prob_show": round(action.prob_show, 4), "action": action.index}
         if self.log_features:
-            from specialists.tab.features import to_features
+            from specialists.tab.features import features_json
 
-            meta["features"] = to_features(obs)
+            meta["features"] = features_json(obs)
         if action.suggestion is None:
             return self._nothing("policy chose not to show", job.t0, meta)
         s = action.suggestion

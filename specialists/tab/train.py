@@ -65,6 +65,7 @@ class Args:
     seed: int = 0
     threads: int = 1
     context_tokens: int = 64
+    prompt_anchor: int = 16  # TabLM(anchor=...): how the served LM cuts its prompts
     cache_dir: str = "runs/tab_cache"
     """Keep observations (candidates, LM features) on disk, shared with the benchmark; empty: off."""
     quiet: bool = False
@@ -88,9 +89,11 @@ def train(args: Args) -> dict[str, Any]:
     if args.checkpoint:
         from specialists.tab.lm import TabLM
 
-        lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=args.threads).load()
+        lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=args.threads,
+                   anchor=args.prompt_anchor).load()
     config = ObserveConfig(use_lm=lm is not None)
-    path = cache_path(args.cache_dir, args.checkpoint, config, args.context_tokens) if args.cache_dir else None
+    path = cache_path(args.cache_dir, args.checkpoint, config, args.context_tokens,
+                      args.prompt_anchor) if args.cache_dir else None
     cache = ObservationCache(lm, config, path)
     train_pairs = load_split(args.data, args.train_split, args.train_per_project, seed=args.seed)
     dev_pairs = load_split(args.data, args.dev_split, args.dev_per_project, seed=args.seed)

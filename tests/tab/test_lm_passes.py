@@ -1,0 +1,115 @@
+"""The LM's shared passes (issue 17): several requests, segments and kept KV caches in one
+``forward_rows`` give what one pass per sequence gives, and a person typing on reuses the
+previous keystroke's prompt instead of running it again — with the same answers."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specialists.tab.context_copy import Candidate
+
+TEXT = ("import os\nimport sys\n\n\ndef load(path, encoding='utf-8'):\n"
+        "    with open(path, encoding=encoding) as fh:\n        return fh.read()\n\n\n"
+        "def save(path, text):\n    with open(path, 'w') as fh:\n        fh.write(text)\n\n\n"
+        "class A:\n    def __init__(self, x, y):\n        self.x = x\n        self.y = y\n\n"
+        "    def total(self):\n        return self.x + self.y\n") * 3
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_checkpoint):
+    from specialists.tab.lm import TabLM
+
+    return TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()
+
+
+def test_rows_with_segments_and_pasts_equal_one_pass_each(lm) -> None:
+    import torch
+
+    rng = random.Random(0)
+    net = lm.net
+    with torch.inference_mode():
+        prompts = [[rng.randrange(300) for _ in range(n)] for n in (20, 7, 13)]
+        pasts = [net.forward(torch.tensor([p]), None)[1] for p in prompts]
+        segments = [[[5, 6, 7], [8], [9, 10]], [[11, 12, 13, 14]], [[15], [16, 17]]]
+        hidden, _ = net.forward_rows([(segs, past) for segs, past in zip(segments, pasts)])
+        for b, (segs, past) in enumerate(zip(segments, pasts)):
+            offset = 0
+            for seg in segs:
+                alone, _ = net.forward(torch.tensor([seg]), past)
+                got = hidden[b, offset : offset + len(seg)]
+                assert torch.allclose(got, alone[0], atol=1e-4), (b, seg)
+                offset += len(seg)
+        # rows without a past, of different lengths, and the kept caches they return
+        fresh, kept = net.forward_rows([([p], None) for p in prompts], keep=True)
+        for b, p in enumerate(prompts):
+            alone, past = net.forward(torch.tensor([p]), None)
+            assert torch.allclose(fresh[b, : len(p)], alone[0], atol=1e-4)
+            for (k1, v1), (k2, v2) in zip(kept[b], past):
+                assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-4)
+                assert torch.allclose(v1, v2, atol=1e-4)
+
+
+def _typing(text: str, start: int, every: int = 1) -> list[str]:
+    """The left context after each keystroke of typing ``text[start:]``."""
+    return [text[:k] for k in range(start, len(text) + 1, every)]
+
+
+def test_typing_on_reuses_the_prompt_and_answers_the_same(tiny_checkpoint) -> None:
+    from specialists.tab.lm import TabLM
+
+    reusing = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4, cache=64).load()
+    fresh = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4, cache=0).load()
+    lefts = _typing(TEXT, len(TEXT) - 160)
+    for left in lefts:
+        cands = [[Candidate(text="self.x + 1", source="file", start=0, end=0),
+                  Candidate(text="fh.read()", source="file", start=0, end=0)] for _ in range(2)]
+        a = reusing.analyze(left, cands[0])
+        b = fresh.analyze(left, cands[1])
+        assert a.prompt_tokens == b.prompt_tokens and a.tail == b.tail
+        assert a.hidden == pytest.approx(b.hidden, abs=1e-4)
+        assert (a.lm_candidate and a.lm_candidate.text) == (b.lm_candidate and b.lm_candidate.text)
+        for x, y in zip(cands[0], cands[1]):
+            assert x.token_ends == y.token_ends
+            assert x.token_logprobs == pytest.approx(y.token_logprobs, abs=1e-4)
+    stats = reusing.cache_stats()
+    # most keystrokes ran only their new tokens on the previous prompt's cache
+    assert stats["prompts_extended"] > len(lefts) // 3
+    assert stats["prompt_tokens_saved"] > 10 * stats["prompts_extended"]
+    assert fresh.cache_stats()["prompts_extended"] == 0
+
+
+def test_anchored_prompts_keep_their_start_while_typing(tiny_checkpoint) -> None:
+    from specialists.tab.lm import TabLM
+
+    anchored = TabLM(tiny_checkpoint, context_tokens=48, anchor=16).load()
+    sliding = TabLM(tiny_checkpoint, context_tokens=48, anchor=0).load()
+    lefts = _typing(TEXT, len(TEXT) - 200, every=3)
+    kept = moved = 0
+    prev = None
+    for left in lefts:
+        ids, _ = anchored._prompt(left)
+        assert 48 - 16 < len(ids) <= 48
+        if prev is not None:
+            kept += ids[:8] == prev[:8]
+        prev = ids
+        s_ids, _ = sliding._prompt(left)
+        assert len(s_ids) == 48  # the last 48 tokens exactly
+        moved += 1
+    assert kept > 0.8 * (len(lefts) - 1)  # the start stays put between most keystrokes
+
+
+def test_batched_lines_equal_single_lines(lm) -> None:
+    """Concurrent requests decode their LM lines together, step by step."""
+    lefts = [TEXT[:k] for k in (300, 420, 421, 611, 700, 905)]
+    alone = [lm.analyze(left, []) for left in lefts]
+    from specialists.tab.lm import TabLM
+
+    other = TabLM(lm.path, context_tokens=48, gen_tokens=4).load()
+    together = other.analyze_many([(left, [], True) for left in lefts])
+    for a, b in zip(alone, together):
+        assert (a.lm_candidate and a.lm_candidate.text) == (b.lm_candidate and b.lm_candidate.text)
+        if a.lm_candidate is not None:
+            assert a.lm_candidate.token_logprobs == pytest.approx(b.lm_candidate.token_logprobs, abs=1e-4)
+        assert a.hidden == pytest.approx(b.hidden, abs=1e-4)
