@@ -41,7 +41,10 @@ class ActionRecord:
     shown: bool
     route: str = "tab"
     state_digest: str = ""
-    features: dict[str, Any] | None = None
+    features: dict[str, Any] | str | None = None
+    """The observation (:func:`specialists.tab.features.to_features`), or it already
+    written as JSON (:func:`~specialists.tab.features.features_json`, as the model worker
+    hands it over)."""
     suggestion: str | None = None
     latency_ms: float = 0.0
     created_at: float | None = None
@@ -137,7 +140,7 @@ class EventStore:
         now = rec.created_at if rec.created_at is not None else time.time()
         return {"request_id": rec.request_id, "created_at": now, "route": rec.route,
                 "policy_version": rec.policy_version, "state_digest": rec.state_digest,
-                "features": json.dumps(rec.features or {}), "action": rec.action,
+                "features": _features_text(rec.features), "action": rec.action,
                 "logprob": float(rec.logprob), "suggestion": rec.suggestion,
                 "shown": rec.shown, "latency_ms": float(rec.latency_ms),
                 "expires_at": now + self.feedback_timeout_s if rec.shown else None}
@@ -408,6 +411,14 @@ class ActionWriter:
                     done(error)
                 except Exception:  # a broken callback must not stop the writer
                     log.exception("tab: an action-row callback failed")
+
+
+def _features_text(features: dict[str, Any] | str | None) -> str:
+    if isinstance(features, str):
+        return features
+    import orjson
+
+    return orjson.dumps(features or {}, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -340,6 +340,21 @@ def to_features(obs: Any) -> dict[str, Any]:
     return out
 
 
+def features_json(obs: Any) -> str:
+    """:func:`to_features` written as JSON text (what the event store keeps), straight from
+    the arrays: float32 values in their shortest form, which read back to the same float32s.
+    About ten times cheaper than ``json.dumps(to_features(obs))`` per keystroke (issue 17)."""
+    import numpy as np
+    import orjson
+
+    out: dict[str, Any] = {}
+    for name in _ARRAYS:
+        value = getattr(obs, name)
+        out[name] = [] if value is None else np.ascontiguousarray(value, dtype=np.float32)
+    out["n_actions"] = len(obs.rows)
+    return orjson.dumps(out, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
 def from_features(features: dict[str, Any], n_action_features: int) -> Any:
     """An Observation whose arrays are the stored ones (no candidates: training only)."""
     import numpy as np

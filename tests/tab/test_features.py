@@ -146,3 +146,27 @@ def test_open_files_feed_context_copy() -> None:
     file = "x = 1\n\n\ndef volume(w, h, d):\n    return w * h"
     obs = observe(TabRequest(file=file, cursor=len(file), language="python"), open_files=[other])
     assert any(c.source == "open_file" and c.text.startswith(" * d") for c in obs.candidates)
+
+
+def test_features_json_reads_back_as_the_same_float32_observation(tiny_checkpoint) -> None:
+    """The event store's copy of an observation, written straight from the arrays, is the
+    observation the loop trains on: every float32 the same, shapes the same."""
+    import json
+
+    import numpy as np
+
+    from specialists.tab.features import ACTION_FEATURES, features_json, from_features, to_features
+    from specialists.tab.lm import TabLM
+
+    lm = TabLM(tiny_checkpoint, context_tokens=48).load()
+    file = "value = compute(alpha, beta)\nother = compute("
+    obs = observe(TabRequest(file=file, cursor=len(file), language="python"), lm=lm)
+    text = features_json(obs)
+    back, ref = json.loads(text), to_features(obs)
+    assert set(back) == set(ref) and back["n_actions"] == ref["n_actions"] == len(obs.rows)
+    for name in ("static", "hidden", "actions", "dynamic"):
+        got = np.asarray(back[name], dtype=np.float32)
+        assert got.shape == np.asarray(ref[name], dtype=np.float32).shape
+        assert np.array_equal(got, np.asarray(getattr(obs, name), dtype=np.float32))
+    again = from_features(back, len(ACTION_FEATURES))
+    assert np.array_equal(again.actions, np.asarray(obs.actions, dtype=np.float32))
