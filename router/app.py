@@ -218,8 +218,45 @@ def _start_tab_workers(registry: Registry) -> None:
         log.warning("tab: could not start the model workers: %s", exc)
 
 
-def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
-    """An app for ``config``; pass ``registry`` to run with specialists built elsewhere."""
+async def _follow_tab_policy(registry: Registry, config: Config, every_s: float) -> None:
+    """Serve whatever policy version the store says is deployed, checking every ``every_s``.
+
+    With ``complement serve --workers N`` a ``POST /v1/tab/deploy`` (or a rollback) reaches
+    one worker process, which swaps and moves the store's pointer; every other worker sees
+    the pointer move here and swaps too, so all serve the new version within ``every_s``.
+    Each switch is logged with the worker's process id."""
+    from starlette.concurrency import run_in_threadpool
+
+    tab: Any = registry.find("tab")
+    if tab is None or not hasattr(tab, "swap") or getattr(tab, "policy", None) is None:
+        return
+    from specialists.tab.loop.versions import PolicyStore
+    from specialists.tab.policy import TabPolicy
+
+    store = PolicyStore(config.data_path() / "tab")
+    seen = str(tab.policy.version)  # the pointer as last followed: what this worker serves
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            deployed = await run_in_threadpool(store.deployed)
+            if deployed is None or str(deployed) == seen:
+                continue
+            if str(tab.policy.version) != str(deployed):  # else this worker made the deploy
+                policy = await run_in_threadpool(TabPolicy.load, store.path(deployed))
+                previous = await run_in_threadpool(tab.swap, policy)
+                log.warning("tab: worker %d switched from policy version %s to %s (the "
+                            "store's deployed version) at %.3f", os.getpid(), previous, deployed,
+                            time.time())
+            seen = str(deployed)
+        except Exception as exc:  # the next check tries again; serving goes on meanwhile
+            log.warning("tab: worker %d could not follow the deployed policy: %s", os.getpid(), exc)
+
+
+def create_app(config: Config, *, registry: Registry | None = None,
+               follow_tab_policy_s: float = 0.0) -> FastAPI:
+    """An app for ``config``; pass ``registry`` to run with specialists built elsewhere.
+    ``follow_tab_policy_s`` > 0: follow the policy store's deployed Tab version (one of
+    several worker processes; :func:`_follow_tab_policy`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -239,9 +276,13 @@ def create_app(config: Config, *, registry: Registry | None = None) -> FastAPI:
         await run_in_threadpool(_start_tab_workers, reg)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
+        follow = asyncio.ensure_future(_follow_tab_policy(reg, config, follow_tab_policy_s)) \
+            if follow_tab_policy_s > 0 else None
         try:
             yield
         finally:
+            if follow is not None:
+                follow.cancel()
             await app.state.frontier.aclose()
             await run_in_threadpool(reg.close_all)
             await run_in_threadpool(app.state.tab_writer.close)
@@ -269,4 +310,5 @@ def app_from_env() -> FastAPI:
     config named by ``COMPLEMENT_CONFIG`` (set by the CLI after validating it)."""
     from router.config import load_config
 
-    return create_app(load_config(os.environ.get("COMPLEMENT_CONFIG") or None))
+    return create_app(load_config(os.environ.get("COMPLEMENT_CONFIG") or None),
+                      follow_tab_policy_s=1.0)
