@@ -44,7 +44,7 @@ def absorb_while_training(out: Path, args: argparse.Namespace) -> dict:
     loop_args = LoopArgs(data=args.data, out=str(out), checkpoint=args.checkpoint)
     server = Server(_server_config(loop_args, state, store, port), port,
                     state / "absorb.log").start()
-    pairs = load_split(args.data, "test")
+    pairs = load_split(args.data, args.collect)
     try:
         deployed = store.deployed()
         have = len(events.labelled(str(deployed)))
@@ -95,6 +95,11 @@ def _until(done: threading.Event, url: str, pairs: list, users: int, simulate: A
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", help="directory of JSONL.gz edit pairs (../shared/data/commits)")
+    parser.add_argument("--collect", default="test", metavar="PROJECTS",
+                        help="projects the simulated users type (a split name or comma-separated "
+                             "NAMEs of DATA/NAME.jsonl.gz)")
+    parser.add_argument("--gate", default="dev", metavar="PROJECTS",
+                        help="projects whose edits the gate replays (kept apart from --collect)")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--events-per-turn", type=int, default=5000)
     parser.add_argument("--users", type=int, default=4)
@@ -110,7 +115,8 @@ def main() -> None:
 
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
     loop = LoopArgs(data=args.data, turns=args.turns, events_per_turn=args.events_per_turn,
-                    users=args.users, out=str(out), checkpoint=args.checkpoint)
+                    users=args.users, out=str(out), checkpoint=args.checkpoint,
+                    collect_split=args.collect, gate_split=args.gate)
     if not args.skip_loop:
         run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
     turns = json.loads((out / "loop.json").read_text())["turns"]

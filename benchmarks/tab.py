@@ -1,9 +1,10 @@
 """Tab benchmark: the RL policy against baselines (a)–(e) on held-out projects.
 
     python benchmarks/tab.py ../shared/data/commits
+    python benchmarks/tab.py HISTORIES --train a,b --dev c --test d,e   # any folder of NAME.jsonl.gz
 
-Replays edits of the test projects (``specialists.tab.data.SPLIT["test"]``, never used for
-training or tuning) through the simulated user; thresholds of (c), (d), (e) are tuned on
+Replays edits of the test projects (``--test``; default ``specialists.tab.data.SPLIT["test"]``,
+never used for training or tuning) through the simulated user; thresholds of (c), (d), (e) are tuned on
 the dev project, Copilot's filter (b) is fitted on (a)'s logged outcomes on the training
 projects. Latency is measured per request, one at a time, warm, without the feature cache,
 each policy with only the work it needs (copy alone runs no LM). The last line is JSON.
@@ -24,7 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specialists.tab import baselines as B  # noqa: E402
-from specialists.tab.data import SPLIT, load_split  # noqa: E402
+from specialists.tab.data import load_split, split_projects  # noqa: E402
 from specialists.tab.features import COPILOT_FEATURES, ObserveConfig, copilot_features  # noqa: E402
 from specialists.tab.harness import ObservationCache, cache_path, measure_latency, run  # noqa: E402
 from specialists.tab.replay import Session  # noqa: E402
@@ -46,6 +47,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--prompt-anchor", type=int, default=16,
                    help="the LM prompt's start moves in steps of this many tokens (0: sliding)")
+    p.add_argument("--train", default="train", metavar="PROJECTS",
+                   help="projects that fit (b) (a split name or comma-separated NAMEs of DATA/NAME.jsonl.gz)")
+    p.add_argument("--dev", default="dev", metavar="PROJECTS", help="projects that tune (c), (d), (e)")
+    p.add_argument("--test", default="test", metavar="PROJECTS",
+                   help="held-out projects every policy is scored on")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--train-log", default=None, help="train.json of `complement tab train` to plot")
     p.add_argument("--curve", default="benchmarks/tab_training_curve.png")
@@ -118,9 +124,9 @@ def main(argv: list[str] | None = None) -> dict:
         return ObservationCache(lm, cfg, path)
 
     cache, cache_lm = make_cache(full), make_cache(lm_only)
-    train = load_split(args.data, "train", args.train_per_project, seed=args.seed)
-    dev = load_split(args.data, "dev", args.dev_per_project, seed=args.seed)
-    test = load_split(args.data, "test", args.test_per_project, seed=args.seed)
+    train = load_split(args.data, args.train, args.train_per_project, seed=args.seed)
+    dev = load_split(args.data, args.dev, args.dev_per_project, seed=args.seed)
+    test = load_split(args.data, args.test, args.test_per_project, seed=args.seed)
 
     _warm(cache, {"dev": dev, "test": test})
     _warm(cache_lm, {"LM-only train (b) fit": train, "LM-only dev": dev, "LM-only test": test})
@@ -171,7 +177,8 @@ def main(argv: list[str] | None = None) -> dict:
         "p99_under_50ms": r["p99_ms"] < 50,
     }
     summary = {
-        "benchmark": "tab", "split": {k: list(v) for k, v in SPLIT.items()},
+        "benchmark": "tab", "split": {k: list(split_projects(v)) for k, v in
+                                     (("train", args.train), ("dev", args.dev), ("test", args.test))},
         "edits": {"train_for_copilot_fit": len(train), "dev": len(dev), "test": len(test)},
         "tuned_on_dev": {"confidence_mean_logprob": tau_c, "copy_min_match": min_m,
                          "truncate_logprob": tau_e},

@@ -22,11 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def requests_from(data: str, n: int, seed: int) -> list[dict]:
+def requests_from(data: str, n: int, seed: int, projects: str = "test") -> list[dict]:
     from specialists.tab.data import load_split
     from specialists.tab.replay import Session
 
-    pairs = load_split(data, "test", limit_per_project=60, seed=seed)
+    pairs = load_split(data, projects, limit_per_project=60, seed=seed)
     out = []
     for pair in pairs:
         session = Session(pair)
@@ -41,6 +41,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data", help="directory of JSONL.gz edit pairs (../shared/data/commits)")
     parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--projects", default="test", metavar="PROJECTS",
+                        help="a split name or comma-separated NAMEs of DATA/NAME.jsonl.gz")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
@@ -48,7 +50,7 @@ def main() -> None:
 
     spec = TabSpecialist()
     spec.setup()
-    reqs = requests_from(args.data, args.requests, args.seed)
+    reqs = requests_from(args.data, args.requests, args.seed, args.projects)
     for body in reqs[:20]:  # warm-up
         spec.answer(body)
     times = []

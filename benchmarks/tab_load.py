@@ -394,6 +394,9 @@ def main() -> int:
                     metavar=("LO", "HI"))
     ap.add_argument("--pause-ms", type=float, nargs=2, default=Typing.pause_ms, metavar=("LO", "HI"))
     ap.add_argument("--abandon-ms", type=float, default=Typing.abandon_ms)
+    ap.add_argument("--projects", default="test", metavar="PROJECTS",
+                    help="histories the editors replay (a split name or comma-separated NAMEs of "
+                         "DATA/NAME.jsonl.gz)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trace", default=None, help="write every request's timing here (JSON lines)")
     ap.add_argument("--server-log", default=None, help="file for the server's output")
@@ -402,7 +405,7 @@ def main() -> int:
     from specialists.tab.data import load_split
 
     typing = Typing(tuple(a.key_ms), tuple(a.debounce_ms), tuple(a.pause_ms), a.abandon_ms)
-    pairs = load_split(a.data, "test")
+    pairs = load_split(a.data, a.projects)
     random.Random(a.seed).shuffle(pairs)
     counts = [int(x) for x in a.editors.split(",") if x.strip()]
     load_before = [round(x, 2) for x in os.getloadavg()]  # other jobs', before ours starts

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-__all__ = ["SPLIT", "Pair", "LANGUAGES", "language_of", "load_pairs", "load_split", "from_git",
+__all__ = ["SPLIT", "split_projects", "Pair", "LANGUAGES", "language_of", "load_pairs", "load_split", "from_git",
            "write_pairs", "count_hunks"]
 
 #: Split by project, never within one (DESIGN.md). Three Python projects are held out: one
@@ -76,16 +76,34 @@ def load_pairs(path: str | Path) -> Iterator[Pair]:
                 yield Pair.from_json(json.loads(line))
 
 
+def split_projects(split: str) -> tuple[str, ...]:
+    """The projects of a split name (:data:`SPLIT`) or of a comma-separated list of names."""
+    if split in SPLIT:
+        return SPLIT[split]
+    names = tuple(name.strip() for name in split.split(",") if name.strip())
+    if not names:
+        raise ValueError(f"no projects in {split!r}: name a split ({', '.join(SPLIT)}) "
+                         "or projects separated by commas")
+    return names
+
+
 def load_split(data_dir: str | Path, split: str, limit_per_project: int = 0,
                seed: int = 0) -> list[Pair]:
-    """The pairs of one split (``train``/``dev``/``test``), or of one named project.
+    """The pairs of one split (``train``/``dev``/``test``), or of the projects named
+    (comma-separated: ``"httpx,requests"``), so that benchmarks run on any folder of
+    ``NAME.jsonl.gz`` histories.
 
     ``limit_per_project`` samples that many pairs per project with ``seed`` (0: all).
     """
-    projects = SPLIT.get(split, (split,))
+    projects = split_projects(split)
     pairs: list[Pair] = []
     for name in projects:
-        rows = list(load_pairs(Path(data_dir) / f"{name}.jsonl.gz"))
+        path = Path(data_dir) / f"{name}.jsonl.gz"
+        if not path.is_file():
+            found = sorted(p.name[: -len(".jsonl.gz")] for p in Path(data_dir).glob("*.jsonl.gz"))
+            raise FileNotFoundError(f"no history for project {name!r}: {path} does not exist "
+                                    f"(projects in {data_dir}: {', '.join(found) or 'none'})")
+        rows = list(load_pairs(path))
         if limit_per_project and len(rows) > limit_per_project:
             rows = random.Random(f"{seed}:{name}").sample(rows, limit_per_project)
         pairs.extend(rows)

@@ -64,3 +64,19 @@ def test_cli_not_a_repository(tmp_path, capsys) -> None:
 
     assert main(["data", "from-git", str(tmp_path), "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "from-git" in capsys.readouterr().err
+
+
+def test_splits_name_any_projects_and_a_missing_one_is_named(tmp_path) -> None:
+    """Benchmarks take their projects as arguments: a split name or NAMEs of a folder."""
+    from specialists.tab.data import SPLIT, Pair, load_split, split_projects, write_pairs
+
+    assert split_projects("test") == SPLIT["test"]
+    assert split_projects(" alpha, beta ,") == ("alpha", "beta")
+    with pytest.raises(ValueError, match="no projects"):
+        split_projects(" , ")
+    for name in ("alpha", "beta"):
+        write_pairs([Pair(repo=name, path="m.py", language="python", before="a = 1\n",
+                          after="a = 2\n", commit="0" * 40)], tmp_path / f"{name}.jsonl.gz")
+    assert {p.repo for p in load_split(tmp_path, "alpha,beta")} == {"alpha", "beta"}
+    with pytest.raises(FileNotFoundError, match="gamma.*projects in .*alpha, beta"):
+        load_split(tmp_path, "alpha,gamma")
