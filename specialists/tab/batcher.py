@@ -11,6 +11,13 @@ The queue is bounded. When it is full the stalest waiting job is answered at onc
 ``shed`` (an explicit *overloaded* nothing) to make room: one a newer keystroke already made
 stale first, else the oldest — by the time it ran, its person would have typed on.
 
+With ``deciders`` (one ``decide`` per model process) every thread serves the one queue
+with its own process: a request waits for the first free model, not for the one its
+session was given (one queue for several servers, not one queue each: the tail is what
+it is there for). ``affinity(job)`` names the thread whose model last served the job's
+session (its keystrokes reuse that model's cached work); a thread leaves such jobs to
+their thread while that one is free and takes them when it is busy.
+
 Callbacks run on the worker thread: they hand the result over (``call_soon_threadsafe``,
 a queue) and return; a callback that blocks stalls every request behind it.
 """
@@ -21,7 +28,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,10 +51,16 @@ class ModelWorker:
     def __init__(self, decide: Callable[[list[Any], Callable[[int, Any], None]], None],
                  shed: Callable[[Any], Any], stale: Callable[[Any], bool], *,
                  max_queue: int = 64, max_batch: int = 16, threads: int = 1,
-                 name: str = "model-worker") -> None:
-        if max_queue < 1 or max_batch < 1 or threads < 1:
+                 name: str = "model-worker",
+                 deciders: Sequence[Callable[[list[Any], Callable[[int, Any], None]], None]] | None = None,
+                 affinity: Callable[[Any], int | None] | None = None) -> None:
+        if max_queue < 1 or max_batch < 1 or threads < 1 or deciders == []:
             raise ValueError("max_queue, max_batch and threads must be at least 1")
         self.decide, self.shed, self.stale = decide, shed, stale
+        self.deciders = deciders
+        self.affinity = affinity
+        threads = len(deciders) if deciders else threads
+        self._busy = [False] * threads
         self.max_queue, self.max_batch = max_queue, max_batch
         self._queue: deque[tuple[Any, Done]] = deque()
         self._cv = threading.Condition()
@@ -60,7 +73,8 @@ class ModelWorker:
         self.cpu_s = 0.0
         """Turns taken, jobs decided, jobs shed, and the seconds spent deciding (wall and the
         threads' CPU: the difference is time spent waiting for a core or the GIL)."""
-        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(i,), name=f"{name}-{i}",
+                                          daemon=True)
                          for i in range(threads)]
         for thread in self._threads:
             thread.start()
@@ -75,7 +89,7 @@ class ModelWorker:
                 shed.append(self._evict())
                 self.shed_count += 1
             self._queue.append((job, done))
-            self._cv.notify()
+            self._cv.notify_all() if self.affinity is not None else self._cv.notify()
         for old, old_done in shed:  # outside the lock: a callback never holds up submit
             _call(old_done, self.shed(old))
 
@@ -111,24 +125,51 @@ class ModelWorker:
                 self._paused -= 1
                 self._cv.notify_all()
 
-    def _take(self) -> list[tuple[Any, Done]] | None:
+    def _take(self, thread: int) -> list[tuple[Any, Done]] | None:
         with self._cv:
-            while (not self._queue or self._paused) and not self._closed:
+            while True:
+                if self._closed:
+                    return None
+                if self._queue and not self._paused:
+                    batch = self._pick(thread)
+                    if batch:
+                        self._busy[thread] = True
+                        return batch
                 self._cv.wait()
-            if self._closed:
-                return None
-            n = min(self.max_batch, len(self._queue))
-            return [self._queue.popleft() for _ in range(n)]
 
-    def _run(self) -> None:
-        while (batch := self._take()) is not None:
+    def _pick(self, thread: int) -> list[tuple[Any, Done]]:
+        """Up to ``max_batch`` queued jobs for ``thread``, oldest first: with ``affinity``,
+        none that another free thread's model served last."""
+        if self.affinity is None:
+            return [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
+        batch: list[tuple[Any, Done]] = []
+        left: deque[tuple[Any, Done]] = deque()
+        for item in self._queue:
+            home = self.affinity(item[0]) if len(batch) < self.max_batch else thread
+            if len(batch) < self.max_batch and (
+                    home is None or home == thread or not 0 <= home < len(self._busy)
+                    or self._busy[home]):
+                batch.append(item)
+            else:
+                left.append(item)
+        self._queue = left
+        return batch
+
+    def _run(self, thread: int = 0) -> None:
+        decide = self.deciders[thread] if self.deciders else self.decide
+        while (batch := self._take(thread)) is not None:
             t0, cpu0 = time.perf_counter(), time.thread_time()
-            self._turn(batch)
-            with self._cv:
-                self.batches += 1
-                self.jobs += len(batch)
-                self.busy_s += time.perf_counter() - t0
-                self.cpu_s += time.thread_time() - cpu0
+            try:
+                self._turn(batch, decide)
+            finally:
+                with self._cv:
+                    self._busy[thread] = False
+                    self.batches += 1
+                    self.jobs += len(batch)
+                    self.busy_s += time.perf_counter() - t0
+                    self.cpu_s += time.thread_time() - cpu0
+                    if self._queue:  # jobs left for this thread's model may go elsewhere now
+                        self._cv.notify_all()
 
     def stats(self) -> dict[str, Any]:
         """Counters since start: turns, jobs, mean batch, shed, busy seconds, queued now."""
@@ -137,7 +178,8 @@ class ModelWorker:
                 "busy_s": round(self.busy_s, 3), "cpu_s": round(self.cpu_s, 3),
                 "queued": len(self._queue)}
 
-    def _turn(self, batch: list[tuple[Any, Done]]) -> None:
+    def _turn(self, batch: list[tuple[Any, Done]],
+              decide: Callable[[list[Any], Callable[[int, Any], None]], None]) -> None:
         delivered = [False] * len(batch)
 
         def deliver(i: int, result: Any) -> None:
@@ -145,7 +187,7 @@ class ModelWorker:
             _call(batch[i][1], result)
 
         try:
-            self.decide([job for job, _ in batch], deliver)
+            decide([job for job, _ in batch], deliver)
         except Exception as exc:  # every caller hears of it; the thread lives on
             log.exception("tab: the model worker's batch failed")
             for i, (_, done) in enumerate(batch):

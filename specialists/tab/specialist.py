@@ -331,23 +331,13 @@ class TabSpecialist(Specialist):
         self._worker_for(job).submit(job, done)
 
     def _worker_for(self, job: _Job) -> Any:
-        """The model worker for ``job``: with processes, its session's (a new session goes
-        to the one with the fewest sessions), so its keystrokes meet their cached work."""
+        """The model worker for ``job`` (one queue; with processes, each of its threads
+        serves it with its own model process, preferring the sessions that process served
+        last: their keystrokes meet their cached work there)."""
         if not self._workers:
             self.start_workers()
         with self._worker_lock:
-            if len(self._workers) == 1 or job.session is None:
-                return min(self._workers, key=lambda w: len(w._queue))
-            home = self._home.get(job.session)
-            if home is None:
-                counts = [0] * len(self._workers)
-                for index in self._home.values():
-                    counts[index] += 1
-                home = self._home[job.session] = counts.index(min(counts))
-                while len(self._home) > 1_000:
-                    self._home.popitem(last=False)
-            self._home.move_to_end(job.session)
-            return self._workers[home]
+            return min(self._workers, key=lambda w: len(w._queue))
 
     def _start_workers(self) -> list[Any]:
         from specialists.tab.batcher import ModelWorker
@@ -356,10 +346,26 @@ class TabSpecialist(Specialist):
             return [ModelWorker(self._decide, self._overloaded, self._stale,
                                 max_queue=self.max_queue, max_batch=self.max_batch,
                                 threads=self.workers, name="tab-model")]
-        return [ModelWorker(partial(self._decide, live_decide=proc.decide), self._overloaded,
-                            self._stale, max_queue=self.max_queue, max_batch=self.max_batch,
-                            name=f"tab-model-{i}")
-                for i, proc in enumerate(self._procs)]
+        deciders = [partial(self._decide_in, i, proc) for i, proc in enumerate(self._procs)]
+        return [ModelWorker(self._decide, self._overloaded, self._stale, max_queue=self.max_queue,
+                            max_batch=self.max_batch, name="tab-model", deciders=deciders,
+                            affinity=self._affinity)]
+
+    def _affinity(self, job: _Job) -> int | None:
+        """The model process that served ``job``'s session last (None: new, or no session)."""
+        return self._home.get(job.session) if job.session is not None else None
+
+    def _decide_in(self, index: int, proc: Any, jobs: list[_Job],
+                   deliver: Callable[[int, Result], None]) -> None:
+        """Decide ``jobs`` in model process ``index``; their sessions now live there."""
+        with self._worker_lock:
+            for job in jobs:
+                if job.session is not None:
+                    self._home[job.session] = index
+                    self._home.move_to_end(job.session)
+            while len(self._home) > 10_000:
+                self._home.popitem(last=False)
+        self._decide(jobs, deliver, live_decide=proc.decide)
 
     @contextmanager
     def paused(self) -> Iterator[None]:

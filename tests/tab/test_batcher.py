@@ -251,3 +251,64 @@ def test_model_process_answers_as_this_process_and_takes_swaps(tiny_checkpoint) 
         assert spec.health()["worker"]["cpu_s"] > 0
     finally:
         spec.close()
+
+
+def test_one_queue_for_several_models_prefers_home_and_steals_from_a_busy_one() -> None:
+    """With a decider per model process, a session's request goes to the model that served
+    it last while that one is free, and to any free model while it is busy: nobody waits
+    behind one model while another idles."""
+    held = threading.Event()
+    release = threading.Event()
+    took: dict[str, int] = {}
+
+    def decider(index: int):
+        def decide(jobs: list[dict[str, Any]], deliver) -> None:
+            for job in jobs:
+                took[job["id"]] = index
+            if any(job.get("hold") for job in jobs):
+                held.set()
+                assert release.wait(30)
+            for i in range(len(jobs)):
+                deliver(i, index)
+        return decide
+
+    homes = {"a": 0, "b": 1}
+    worker = ModelWorker(lambda jobs, deliver: None, lambda job: None, lambda job: False,
+                         deciders=[decider(0), decider(1)],
+                         affinity=lambda job: homes.get(job["session"]))
+    got: dict[str, Any] = {}
+    finished = threading.Event()
+
+    def submit(job: dict[str, Any], expect: int) -> None:
+        def done(result: Any) -> None:
+            got[job["id"]] = result
+            if len(got) == expect:
+                finished.set()
+        worker.submit(job, done)
+
+    # both free: each session's requests go to its own model
+    for i in range(6):
+        submit({"id": f"a{i}", "session": "a"}, 6)
+    assert finished.wait(30)
+    assert {took[f"a{i}"] for i in range(6)} == {0}
+    got.clear()
+    finished.clear()
+    for i in range(6):
+        submit({"id": f"b{i}", "session": "b"}, 6)
+    assert finished.wait(30)
+    assert {took[f"b{i}"] for i in range(6)} == {1}
+
+    # model 0 busy: session a's next requests are taken by model 1 instead of waiting
+    got.clear()
+    finished.clear()
+    submit({"id": "hold", "session": "a", "hold": True}, 4)
+    assert held.wait(30) and took["hold"] == 0
+    for i in range(3):
+        submit({"id": f"late{i}", "session": "a"}, 4)
+    deadline = time.monotonic() + 30
+    while len(got) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert {took[f"late{i}"] for i in range(3)} == {1} and len(got) == 3
+    release.set()
+    assert finished.wait(30)
+    worker.close()
