@@ -218,7 +218,8 @@ def _start_tab_workers(registry: Registry) -> None:
         log.warning("tab: could not start the model workers: %s", exc)
 
 
-async def _follow_tab_policy(registry: Registry, config: Config, every_s: float) -> None:
+async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
+                             every_s: float) -> None:
     """Serve whatever policy version the store says is deployed, checking every ``every_s``.
 
     With ``complement serve --workers N`` a ``POST /v1/tab/deploy`` (or a rollback) reaches
@@ -230,24 +231,25 @@ async def _follow_tab_policy(registry: Registry, config: Config, every_s: float)
     tab: Any = registry.find("tab")
     if tab is None or not hasattr(tab, "swap") or getattr(tab, "policy", None) is None:
         return
+    from router.api.tab import _deploy_lock
     from specialists.tab.loop.versions import PolicyStore
     from specialists.tab.policy import TabPolicy
 
     store = PolicyStore(config.data_path() / "tab")
-    seen = str(tab.policy.version)  # the pointer as last followed: what this worker serves
+    stuck: int | None = None  # a version whose files name another: not loaded again
     while True:
         await asyncio.sleep(every_s)
         try:
-            deployed = await run_in_threadpool(store.deployed)
-            if deployed is None or str(deployed) == seen:
-                continue
-            if str(tab.policy.version) != str(deployed):  # else this worker made the deploy
+            async with _deploy_lock(app.state):  # not between a deploy's swap and its pointer
+                deployed = await run_in_threadpool(store.deployed)
+                if deployed is None or deployed == stuck or \
+                        str(deployed) == str(tab.policy.version):
+                    continue
                 policy = await run_in_threadpool(TabPolicy.load, store.path(deployed))
                 previous = await run_in_threadpool(tab.swap, policy)
-                log.warning("tab: worker %d switched from policy version %s to %s (the "
-                            "store's deployed version) at %.3f", os.getpid(), previous, deployed,
-                            time.time())
-            seen = str(deployed)
+            log.warning("tab: worker %d switched from policy version %s to %s (the store's "
+                        "deployed version) at %.3f", os.getpid(), previous, deployed, time.time())
+            stuck = deployed if str(tab.policy.version) != str(deployed) else None
         except Exception as exc:  # the next check tries again; serving goes on meanwhile
             log.warning("tab: worker %d could not follow the deployed policy: %s", os.getpid(), exc)
 
@@ -276,7 +278,7 @@ def create_app(config: Config, *, registry: Registry | None = None,
         await run_in_threadpool(_start_tab_workers, reg)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
-        follow = asyncio.ensure_future(_follow_tab_policy(reg, config, follow_tab_policy_s)) \
+        follow = asyncio.ensure_future(_follow_tab_policy(app, reg, config, follow_tab_policy_s)) \
             if follow_tab_policy_s > 0 else None
         try:
             yield

@@ -177,13 +177,23 @@ async def deploy(body: DeployBody, request: Request,
         raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
                        "hot-swap a policy")
     policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
-    previous = await run_in_threadpool(swap, policy)
-    store.set_deployed(body.version)
+    async with _deploy_lock(request.app.state):  # a worker following the store waits
+        previous = await run_in_threadpool(swap, policy)
+        store.set_deployed(body.version)
     events = getattr(request.app.state, "events", None)
     if events is not None:
         await run_in_threadpool(events.record_deploy, str(body.version), body.event,
                                 previous=previous)
     return {"deployed": body.version, "previous": previous, "event": body.event}
+
+
+def _deploy_lock(state: Any) -> asyncio.Lock:
+    """Held while a deploy swaps and moves the store's pointer, and while a worker follows
+    the pointer (``router.app``): neither sees the other half done."""
+    lock = getattr(state, "tab_deploy_lock", None)
+    if lock is None:
+        lock = state.tab_deploy_lock = asyncio.Lock()
+    return lock
 
 
 @router.get("/v1/tab/versions")
