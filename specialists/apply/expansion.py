@@ -295,6 +295,10 @@ def _unfinished_definition(merger: Merger, sep: int, lo: int, hi: int) -> int:
             return lo  # a line at the marker's level after the header: not inside one
         if (merger.sm[j] >= 0 and sk.widths[j] >= sk.widths[sep]
                 and definition_name(sk.keys[j], merger.language) is not None):
+            if not any(sk.keys[x] for x in range(j + 1, sep)):
+                # a header with no body line before the marker: the marker stands for its
+                # body (a definition needs one), written at the wrong indentation
+                return lo
             end = merger.definition_end(merger.sm[j], merger.n)
             if not lo < end <= hi:
                 return lo
@@ -334,7 +338,10 @@ def emit_matched(merger: Merger, j: int, p: int, out: list[str], origin: list[in
         out.append(_new_line(merger, j))
         origin.append(-1)
         return
-    if line == obody:
+    if line == obody or (len(line) > len(obody) and line.rstrip() == obody.rstrip()
+                         and line.startswith(obody)):
+        # the same line, or the sketch only added trailing whitespace (a writer's slip:
+        # a deliberate edit of trailing whitespace removes it)
         out.append(oraw)
         origin.append(p)
     else:

@@ -1,0 +1,113 @@
+"""Sketches in the styles frontier models write (issue 16): marker spellings, file edges
+read as the file's start and end, deletions by omission, trailing whitespace."""
+
+from __future__ import annotations
+
+from specialists.apply import apply_sketch
+from specialists.apply.markers import LineKind, classify
+
+PY = '''import os
+import sys
+
+
+def load(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def save(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def main():
+    print(load(sys.argv[1]))
+'''
+
+GO = '''package main
+
+import "fmt"
+
+func add(a, b int) int {
+\treturn a + b
+}
+
+func main() {
+\tfmt.Println(add(1, 2))
+}
+'''
+
+
+def _merged(original: str, sketch: str, path: str) -> str:
+    result = apply_sketch(original, sketch, path=path)
+    assert result.applied, result.reason
+    assert result.merged is not None
+    return result.merged
+
+
+def test_parenthesised_and_bare_markers_are_markers() -> None:
+    for line in ("# (unchanged)", "// (rest of file unchanged)", "# (existing code)"):
+        assert classify(line)[0] == LineKind.MARKER, line
+    assert classify("# (see above)")[0] == LineKind.CODE
+    # a bare ellipsis is Python's Ellipsis, and a marker in a brace language
+    assert classify("...", "python")[0] == LineKind.CODE
+    assert classify("...", "go")[0] == LineKind.MARKER
+
+
+def test_unchanged_in_parentheses_keeps_the_code() -> None:
+    sketch = '''# (unchanged)
+def save(path, text):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+# (unchanged)
+'''
+    assert _merged(PY, sketch, "a.py") == PY.replace('open(path, "w")',
+                                                     'open(path, "w", encoding="utf-8")')
+
+
+def test_bare_ellipsis_marker_in_go() -> None:
+    sketch = '''...
+func add(a, b int) int {
+\treturn a + b + 0
+}
+...
+'''
+    assert _merged(GO, sketch, "main.go") == GO.replace("a + b\n", "a + b + 0\n")
+
+
+def test_trailing_whitespace_added_to_a_context_line_is_dropped() -> None:
+    sketch = '''# ... existing code ...
+def save(path, text):   
+    with open(path, "w") as handle:
+        handle.write(text.strip())
+# ... existing code ...
+'''
+    assert _merged(PY, sketch, "a.py") == PY.replace("handle.write(text)",
+                                                     "handle.write(text.strip())")
+
+
+def test_marker_at_the_header_level_right_after_a_header_stands_for_its_body() -> None:
+    original = PY + '''
+
+class Store:
+    """Keeps things."""
+
+    def get(self, key):
+        return self.items[key]
+
+    def put(self, key, value):
+        self.items[key] = value
+'''
+    sketch = '''# ... existing code ...
+def main():
+    print(load(sys.argv[1]), file=sys.stderr)
+
+
+class Store:
+# ... existing code ...
+'''
+    expected = original.replace("print(load(sys.argv[1]))",
+                                "print(load(sys.argv[1]), file=sys.stderr)")
+    result = apply_sketch(original, sketch, path="a.py")
+    # never the class's body deleted; abstaining over the marker's indentation is fine
+    assert not result.applied or result.merged == expected, result.merged
