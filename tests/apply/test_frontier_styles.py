@@ -111,3 +111,53 @@ class Store:
     result = apply_sketch(original, sketch, path="a.py")
     # never the class's body deleted; abstaining over the marker's indentation is fine
     assert not result.applied or result.merged == expected, result.merged
+
+
+def test_sketch_opening_with_imports_below_unshown_imports_abstains() -> None:
+    # no leading marker: the sketch may start the file (import os deleted) or have lost
+    # its marker (import os kept); the sketch does not say which
+    sketch = '''import sys
+import json
+
+
+def load(path):
+# ... existing code ...
+'''
+    result = apply_sketch(PY, sketch, path="a.py")
+    assert not result.applied
+    assert "import" in (result.reason or "")
+
+
+def test_sketch_that_starts_the_file_with_its_first_line_applies() -> None:
+    sketch = '''import os
+import sys
+import json
+# ... existing code ...
+'''
+    assert _merged(PY, sketch, "a.py") == PY.replace("import sys\n", "import sys\nimport json\n")
+
+
+def test_sketch_ending_a_definition_above_unshown_definitions_abstains() -> None:
+    # no trailing marker after the end of save(): main() deleted, or a marker forgotten
+    sketch = '''# ... existing code ...
+def save(path, text):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+'''
+    result = apply_sketch(PY, sketch, path="a.py")
+    assert not result.applied
+    assert "ends with no marker" in (result.reason or "")
+
+
+def test_forgotten_leading_marker_above_code_keeps_the_code() -> None:
+    sketch = '''def save(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+        handle.flush()
+
+
+def main():
+    # ... existing code ...
+'''
+    assert _merged(PY, sketch, "a.py") == PY.replace(
+        "        handle.write(text)\n", "        handle.write(text)\n        handle.flush()\n")
