@@ -363,9 +363,12 @@ def _unfinished_definition(merger: Merger, sep: int, lo: int, hi: int) -> int:
             return lo  # a line at the marker's level after the header: not inside one
         if (merger.sm[j] >= 0 and sk.widths[j] >= sk.widths[sep]
                 and definition_name(sk.keys[j], merger.language) is not None):
-            if not any(sk.keys[x] for x in range(j + 1, sep)):
-                # a header with no body line before the marker: the marker stands for its
-                # body (a definition needs one), written at the wrong indentation
+            if all(merger.sm[x] == merger.sm[j] + x - j for x in range(j + 1, sep)
+                   if sk.keys[x]):
+                # the header and the lines after it as they were, or no body line before
+                # the marker: the marker stands for the rest of the body (a definition
+                # needs one; nobody shows a kept prefix of a body to delete the rest),
+                # written at the wrong indentation
                 return lo
             end = merger.definition_end(merger.sm[j], merger.n)
             if not lo < end <= hi:

@@ -161,3 +161,68 @@ def main():
 '''
     assert _merged(PY, sketch, "a.py") == PY.replace(
         "        handle.write(text)\n", "        handle.write(text)\n        handle.flush()\n")
+
+
+CONFIG = '''"""Configuration."""
+
+import os
+import errno
+
+from werkzeug.utils import import_string
+from ._compat import string_types
+
+
+class Config(dict):
+    def from_object(self, obj):
+        for key in dir(obj):
+            if key.isupper():
+                self[key] = getattr(obj, key)
+'''
+
+
+def test_new_import_with_no_context_is_not_placed_over_another_module() -> None:
+    # "from . import json" resembles "from ._compat import string_types": rewrite or new
+    # line beside it? The sketch shows no context to say.
+    sketch = '''# ... existing code ...
+from . import json
+# ... existing code ...
+            if key.isupper() and not key.startswith("_"):
+# ... existing code ...
+'''
+    result = apply_sketch(CONFIG, sketch, path="config.py")
+    assert not result.applied
+    assert "import" in (result.reason or "")
+
+
+def test_import_of_the_same_names_from_another_module_is_a_rewrite() -> None:
+    sketch = '''# ... existing code ...
+from ._compat import text_type
+# ... existing code ...
+from ._compat import string_types
+# ... existing code ...
+'''
+    # text_type binds another name: abstain; the same names from a renamed module apply
+    assert not apply_sketch(CONFIG, sketch, path="config.py").applied
+    renamed = '''# ... existing code ...
+from .compat import string_types
+# ... existing code ...
+            if key.isupper() and key:
+# ... existing code ...
+'''
+    assert _merged(CONFIG, renamed, "config.py") == CONFIG.replace(
+        "from ._compat", "from .compat").replace("key.isupper():", "key.isupper() and key:")
+
+
+def test_shallow_marker_after_an_unchanged_body_prefix_keeps_the_body() -> None:
+    sketch = '''import os
+import errno
+import json
+# ... existing code ...
+class Config(dict):
+    def from_object(self, obj):
+# ... existing code ...
+'''
+    result = apply_sketch(CONFIG, sketch, path="config.py")
+    # the marker's indentation is off; its body must not be read as deleted
+    assert not result.applied or result.merged == CONFIG.replace(
+        "import errno\n", "import errno\nimport json\n"), result.merged
