@@ -4,7 +4,9 @@ read as the file's start and end, deletions by omission, trailing whitespace."""
 from __future__ import annotations
 
 from specialists.apply import apply_sketch
+from specialists.apply.checks import check_parse
 from specialists.apply.markers import LineKind, classify
+from specialists.apply.result import Abstain
 
 PY = '''import os
 import sys
@@ -226,3 +228,32 @@ class Config(dict):
     # the marker's indentation is off; its body must not be read as deleted
     assert not result.applied or result.merged == CONFIG.replace(
         "import errno\n", "import errno\nimport json\n"), result.merged
+
+
+def _parse_abstains(original: list[str], origin: list[int], new: dict[int, str],
+                    language: str) -> str | None:
+    """check_parse on a merge given by where each line came from (-1 with ``new`` text)."""
+    out = [new[k] if o < 0 else original[o] for k, o in enumerate(origin)]
+    try:
+        check_parse(original, out, origin, language)
+    except Abstain as exc:
+        return exc.reason
+    return None
+
+
+def test_parse_check_sees_lines_deleted_at_the_file_end() -> None:
+    go = GO.rstrip("\n").split("\n")
+    origin = list(range(len(go) - 1))  # the closing brace of main() lost
+    reason = _parse_abstains(go, origin, {}, "go")
+    assert reason is not None and "parse" in reason
+    assert _parse_abstains(go, list(range(len(go))), {}, "go") is None
+
+
+def test_parse_check_compares_whole_files_when_the_window_cannot_parse_alone() -> None:
+    # the window around the edit starts inside a template string (a line at column 0),
+    # so neither side's window parses alone: the whole files decide
+    js = ["const doc = `", "hello", "world", "`;", "", "function f() {", "  return doc;", "}"]
+    origin = [0, 1, 2, -1, 4, 5, 6, 7]
+    reason = _parse_abstains(js, origin, {3: "`;("}, "javascript")
+    assert reason is not None and "file parsed before" in reason
+    assert _parse_abstains(js, origin, {3: "`; // done"}, "javascript") is None
