@@ -257,3 +257,85 @@ def test_parse_check_compares_whole_files_when_the_window_cannot_parse_alone() -
     reason = _parse_abstains(js, origin, {3: "`;("}, "javascript")
     assert reason is not None and "file parsed before" in reason
     assert _parse_abstains(js, origin, {3: "`; // done"}, "javascript") is None
+
+
+FUNCS = '''def z(x):
+    print(x)
+    return None
+
+
+def a(x):
+    if x:
+        return 1
+    return None
+
+
+def b(x):
+    print(x)
+    return x
+
+
+def c(x):
+    return x * 2
+'''
+
+
+def test_definition_deleted_by_omission_between_closed_up_neighbours() -> None:
+    # "return None" ends z() and a(): not a pinned line, but the lines the sketch leaves
+    # out between it and the unique "def c(x):" are exactly one whole definition
+    sketch = '''# ... existing code ...
+    return None
+
+
+def c(x):
+    return x * 3
+'''
+    expected = FUNCS.replace('''def b(x):
+    print(x)
+    return x
+
+
+''', "").replace("x * 2", "x * 3")
+    assert _merged(FUNCS, sketch, "f.py") == expected
+
+
+def test_partial_definition_left_out_between_closed_up_lines_abstains() -> None:
+    # what the sketch leaves out is b()'s header and first line only: not a whole
+    # definition, and "return None" is not pinned
+    sketch = '''# ... existing code ...
+    return None
+    return x
+
+
+def c(x):
+    return x * 3
+'''
+    assert not apply_sketch(FUNCS, sketch, path="f.py").applied
+
+
+def test_line_deleted_below_the_only_place_its_upper_neighbour_can_go() -> None:
+    original = '''"""Commonly useful filters
+for attrs.
+"""
+
+from __future__ import absolute_import
+
+from ._compat import isclass
+
+
+def include(*what):
+    """
+    Include.
+    """
+    return what
+'''
+    # '"""' occurs three times, but once above the pinned import: the lines between that
+    # one and the import are what the sketch deletes
+    sketch = '''# ... existing code ...
+"""
+
+from ._compat import isclass
+# ... existing code ...
+'''
+    assert _merged(original, sketch, "filters.py") == original.replace(
+        "from __future__ import absolute_import\n\n", "")
