@@ -68,7 +68,13 @@ def emit_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int, out: list[str],
             if cut > lo:
                 delete(merger, lo, cut, by_remove=False, dry=dry)
                 lo = cut
-        _emit_single_sep(merger, seps[0], pre, post, lo, hi, out, origin, dry)
+        # the marker stands between two pinned lines (each found once in the original and
+        # once in the sketch) or a file edge, nothing new beside it: it keeps exactly the
+        # lines between them, whatever its indentation
+        bracketed = (lo == pa + 1 and hi == pb and not any(sk.keys[j] for j in pre + post)
+                     and (ja < 0 or _pinned(merger, ja))
+                     and (jb >= merger.m or _pinned(merger, jb)))
+        _emit_single_sep(merger, seps[0], pre, post, lo, hi, out, origin, dry, bracketed)
     else:
         _emit_floating(merger, seps, lo, hi, out, origin, dry)
     _emit_new(merger, post, out, origin)
@@ -126,7 +132,8 @@ def _trim_blanks(merger: Merger, js: list[int], before_sep: bool, lo: int, hi: i
 
 
 def _emit_single_sep(merger: Merger, sep: int, pre: list[int], post: list[int], lo: int, hi: int,
-                     out: list[str], origin: list[int], dry: bool) -> None:
+                     out: list[str], origin: list[int], dry: bool,
+                     bracketed: bool = False) -> None:
     """One separator between the block's new edge lines: a ``remove`` comment deletes
     lo..hi (which must be what it names), a marker keeps it, and an implicit marker keeps
     it or lets the sketch's first (last) lines replace the file's."""
@@ -170,7 +177,7 @@ def _emit_single_sep(merger: Merger, sep: int, pre: list[int], post: list[int], 
                           f"{'before' if sep == 0 else 'after'} it stay",
                           sk.span(sep, sep))
     _check_keep(merger, sep, lo, hi)
-    if kind == LineKind.MARKER:
+    if kind == LineKind.MARKER and not bracketed:
         _check_marker_indent(merger, sep, lo, hi)
     _keep(merger, lo, hi, out, origin)
 
@@ -238,6 +245,15 @@ def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -
         raise Abstain("the sketch ends with no marker above definitions it does not show: it "
                       "does not say whether they stay", sk.span(sep, sep))
     return True
+
+
+def _pinned(merger: Merger, j: int) -> bool:
+    """Sketch line j is found once in the original and once in the sketch, and matched
+    there at the original's indentation (a line moved deeper is new code's, not context)."""
+    key, p = merger.sk.keys[j], merger.sm[j]
+    return (bool(key) and p >= 0 and len(merger.pos.get(key, ())) == 1
+            and merger.scount.get(key) == 1
+            and merger.sk.widths[j] - merger.shift == merger.owidth[p])
 
 
 def _check_keep(merger: Merger, sep: int, lo: int, hi: int) -> None:

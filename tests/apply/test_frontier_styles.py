@@ -339,3 +339,50 @@ from ._compat import isclass
 '''
     assert _merged(original, sketch, "filters.py") == original.replace(
         "from __future__ import absolute_import\n\n", "")
+
+
+STORE = '''class Store:
+    """Keeps things."""
+
+    def __init__(self):
+        self.items = {}
+
+    def get(self, key):
+        return self.items[key]
+
+    def put(self, key, value):
+        self.items[key] = value
+
+    def drop(self, key):
+        del self.items[key]
+'''
+
+
+def test_marker_at_column_zero_between_pinned_lines_keeps_what_lies_between() -> None:
+    # frontier models often write the marker at column 0 inside a class: between two
+    # pinned context lines it stands for exactly the lines between them
+    sketch = '''class Store:
+    """Keeps things."""
+# ... existing code ...
+    def put(self, key, value):
+        self.items[key] = value
+        return value
+    # ... existing code ...
+'''
+    assert _merged(STORE, sketch, "store.py") == STORE.replace(
+        "self.items[key] = value\n", "self.items[key] = value\n        return value\n")
+
+
+def test_marker_at_column_zero_next_to_a_moved_line_still_abstains() -> None:
+    # the line before the marker moved deeper (new code around it): the marker's
+    # indentation is the only evidence of where its span starts
+    sketch = '''# ... existing code ...
+    def get(self, key):
+        if key in self.items:
+            return self.items[key]
+# ... existing code ...
+'''
+    result = apply_sketch(STORE, sketch, path="store.py")
+    assert not result.applied or result.merged == STORE.replace(
+        "        return self.items[key]\n",
+        "        if key in self.items:\n            return self.items[key]\n")
