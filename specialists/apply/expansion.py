@@ -393,6 +393,13 @@ def _unfinished_definition(merger: Merger, sep: int, lo: int, hi: int) -> int:
             if any(merger.ok[p] and merger.owidth[p] <= level for p in range(lo, end - 1)):
                 return lo  # the old body has lines at the marker's level (a Go template
                 # string at column 0): the marker may well stand inside it
+            shown = sum(1 for x in range(j + 1, sep) if sk.keys[x])
+            cut = sum(1 for p in range(lo, end) if merger.ok[p])
+            if cut > shown + 2:
+                # the sketch shows a few lines of a body and the cut would delete many more:
+                # a body rewritten in full is about as long as the old one; more likely the
+                # marker stands for the rest of the body at the wrong indentation
+                return lo
             return end
         j -= 1
     return lo

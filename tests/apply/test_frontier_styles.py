@@ -386,3 +386,50 @@ def test_marker_at_column_zero_next_to_a_moved_line_still_abstains() -> None:
     assert not result.applied or result.merged == STORE.replace(
         "        return self.items[key]\n",
         "        if key in self.items:\n            return self.items[key]\n")
+
+
+def test_shallow_marker_after_a_changed_body_prefix_does_not_delete_the_long_rest() -> None:
+    original = '''class Option(object):
+    ATTRS = ('action', 'type')
+    TYPED_ACTIONS = ('store', 'append')
+
+    def __init__(self, *opts, **attrs):
+        self._short_opts = []
+        self._long_opts = []
+        for opt in opts:
+            if opt[:2] == '--':
+                self._long_opts.append(opt)
+            else:
+                self._short_opts.append(opt)
+
+
+def other():
+    return None
+'''
+    # a new class attribute, then the marker at column 0 (it stands for the rest of the
+    # class): not "the class's new body in full", which would delete __init__
+    sketch = '''class Option(object):
+    ATTRS = ('action', 'type')
+    TYPED_ACTIONS = ('store', 'append')
+    TAKES_VALUE_ACTIONS = ('store', 'append')
+# ... existing code ...
+'''
+    expected = original.replace("    TYPED_ACTIONS = ('store', 'append')\n",
+                                "    TYPED_ACTIONS = ('store', 'append')\n"
+                                "    TAKES_VALUE_ACTIONS = ('store', 'append')\n")
+    result = apply_sketch(original, sketch, path="parser.py")
+    assert not result.applied or result.merged == expected, result.merged
+
+
+def test_whole_function_rewrite_above_a_header_level_marker_replaces_the_body() -> None:
+    # the house style's whole-definition sketch: the body shown is the new body in full
+    sketch = '''# ... existing code ...
+def b(x):
+    print(x, x)
+    return x
+
+
+# ... existing code ...
+'''
+    assert _merged(FUNCS, sketch, "f.py") == FUNCS.replace("    print(x)\n    return x\n",
+                                                           "    print(x, x)\n    return x\n")
