@@ -143,7 +143,40 @@ def _block_end(lines: list[str], h: int, language: str) -> int:
 
 
 def _opcodes(before: list[str], after: list[str]) -> list[tuple[str, int, int, int, int]]:
-    return difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    """difflib's opcodes, with each pure insertion or deletion slid to where a writer sees
+    it (git's indent heuristic in small): among the equivalent places of a run of lines
+    that repeats at its edges, the one whose first line has text at the least
+    indentation, ending on a blank line if it can. Deleting ``f5`` between ``f4`` and
+    ``f6`` is then ``def f5(x): ... <blank>``, not ``return value ... value = x + 5``."""
+    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    out = []
+    for n, (tag, i1, i2, j1, j2) in enumerate(ops):
+        if tag in ("delete", "insert") and 0 < n < len(ops) - 1:
+            lines, lo, hi = (before, i1, i2) if tag == "delete" else (after, j1, j2)
+            prev_len = ops[n - 1][2] - ops[n - 1][1]  # the equal runs around it
+            next_len = ops[n + 1][2] - ops[n + 1][1]
+            up = 0
+            while up < prev_len and lo - up - 1 >= 0 and lines[lo - up - 1] == lines[hi - up - 1]:
+                up += 1
+            down = 0
+            while (down < next_len and hi + down < len(lines)
+                   and lines[lo + down] == lines[hi + down]):
+                down += 1
+
+            def score(d: int) -> tuple[int, int, int]:
+                first, last = lines[lo + d], lines[hi + d - 1]
+                return (0 if first.strip() else 1, _indent(first), 0 if not last.strip() else 1)
+
+            best = min(range(-up, down + 1), key=lambda d: (score(d), abs(d)))
+            if best:
+                i1, i2, j1, j2 = ((i1 + best, i2 + best, j1 + best, j2 + best))
+                # the equal runs around it move with it
+                pt, pi1, pi2, pj1, pj2 = out[-1]
+                out[-1] = (pt, pi1, pi2 + best, pj1, pj2 + best)
+                nt, ni1, ni2, nj1, nj2 = ops[n + 1]
+                ops[n + 1] = (nt, ni1 + best, ni2, nj1 + best, nj2)
+        out.append((tag, i1, i2, j1, j2))
+    return out
 
 
 def _split(text: str) -> tuple[list[str], bool]:
