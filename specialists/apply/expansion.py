@@ -5,6 +5,8 @@ it starts), a ``remove`` comment deletes its span, the sketch's new lines are wr
 the file's style, and a changed definition header next to a marker replaces the old one's.
 Where several separators share one gap, each group between them is placed by ``floating``.
 Matched lines keep the original's bytes where the sketch agrees with them (``emit_matched``).
+A sketch edge with no marker keeps what lies beyond it unless the sketch plainly writes the
+file's start or end there; where it may do either it abstains (``_edge_deletes``).
 """
 
 from __future__ import annotations

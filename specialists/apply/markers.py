@@ -3,8 +3,9 @@
 A marker is a whole-line comment, in any comment syntax (``#``, ``//``, ``/* */``,
 ``{/* */}``, ``<!-- -->``, ``--``), whose text is an ellipsis with a few words
 (``... existing code ...``, ``... keep calculateTotal ...``) or the usual wording without one
-(``// rest of code unchanged``). A ``remove`` comment (``// remove Block``,
-``# remove `x = 1```) deletes what it names. Python's bare ``...`` is code, not a marker.
+(``// rest of code unchanged``), or that wording in parentheses (``# (unchanged)``). A
+``remove`` comment (``// remove Block``, ``# remove `x = 1```) deletes what it names. A bare
+``...`` line is a marker in a language where it cannot be code; Python's is code.
 """
 
 from __future__ import annotations
