@@ -1,10 +1,20 @@
 """Sketch-to-diff applier benchmark on lazy sketches made from real commits.
 
-For every before/after pair in DATA (``shared/data/commits``), write lazy sketches with
-``specialists.apply.make_sketch``: k = 0, 1, 2, 3 context lines and the whole enclosing
-definition (deletions drawn between context and a ``remove`` comment), plus noisy variants
-of a k = 1 or 2 sketch (uniform indentation shift, first or last marker missing, a blank
-context line dropped). The expected answer is always the committed file.
+For every before/after pair in DATA (``*.jsonl.gz`` commit histories: files, or folders of
+them; default ``shared/data/commits``), write lazy sketches with two independent generators
+(``--generator``, default both):
+
+* ``lines``: ``specialists.apply.make_sketch``, the house style: k = 0, 1, 2, 3 context
+  lines and the whole enclosing definition (deletions drawn between context and a ``remove``
+  comment), plus noisy variants of a k = 1 or 2 sketch (uniform indentation shift, first or
+  last marker missing, a blank context line dropped);
+* ``frontier``: ``benchmarks/sketch_styles.py``, what frontier models write when told to be
+  lazy: many marker spellings, no leading (trailing) marker when the edit starts (ends) the
+  file, deletions by omission or by a ``remove`` comment, whole definitions, class rewrites
+  with markers inside bodies, new imports with no context, trailing whitespace, markers at
+  another indentation.
+
+The expected answer is always the committed file.
 
 Run in the same process, on the same sketches:
 * the applier (``apply_sketch``, defaults: parse check on);
@@ -12,14 +22,16 @@ Run in the same process, on the same sketches:
   occurrence of its first line (after the previous block) to the first occurrence of its
   last line after that.
 
-Reports exact match (byte for byte and whitespace-normalised) per label and per k,
-correct-or-abstain, silent wrong answers, unchanged lines deleted, throughput in
-characters/s and tokens/s (tiktoken ``cl100k_base`` over the expected file; overall and for
-files up to 1,500 lines, the size the issue's throughput target names), latency p50/p95
-by file size, and what a frontier model would spend writing the whole file instead of the
-sketch (output tokens, and USD from litellm's local cost map). Last line: JSON summary.
+Reports, per generator and side by side: exact match (byte for byte and
+whitespace-normalised) on unique and ambiguous sketches, correct-or-abstain on ambiguous
+ones, silent wrong answers, per language, per sketch kind and per context size; unchanged
+lines deleted, throughput in characters/s and tokens/s (tiktoken ``cl100k_base`` over the
+expected file; overall and for files up to 1,500 lines) and its ratio to the baseline's,
+latency p50/p95 by file size, and what a frontier model would spend writing the whole file
+instead of the sketch (output tokens, and USD from litellm's local cost map). Last line:
+JSON summary.
 
-    python benchmarks/apply.py ../shared/data/commits [--per-project 400] [--seed 0]
+    python benchmarks/apply.py DATA... [--generator both] [--per-project 400] [--seed 0]
 """
 
 from __future__ import annotations
@@ -41,6 +53,7 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.sketch_styles import make_frontier_sketch  # noqa: E402
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
 
@@ -61,32 +74,62 @@ class Case:
     label: str
     k: str
     noise: str
+    generator: str = "lines"
+    kind: str = "context"
 
 
-def load(data: Path, per_project: int, seed: int) -> Iterator[dict[str, Any]]:
-    for file in sorted(data.glob("*.jsonl.gz")):
+GENERATORS = ("lines", "frontier")
+FRONTIER_KINDS = ("context", "context", "definition", "inner", "imports")
+
+
+def history_files(data: list[Path]) -> list[Path]:
+    """The ``*.jsonl.gz`` histories named, or found in the folders named."""
+    files: list[Path] = []
+    for item in data:
+        files += sorted(item.glob("*.jsonl.gz")) if item.is_dir() else [item]
+    return files
+
+
+def load(data: list[Path], per_project: int, seed: int) -> Iterator[dict[str, Any]]:
+    for file in history_files(data):
         with gzip.open(file, "rt", encoding="utf-8") as handle:
             rows = [json.loads(line) for line in handle]
         random.Random(seed).shuffle(rows)
-        yield from rows[:per_project]
+        for row in rows[:per_project]:
+            row.setdefault("repo", file.name.split(".")[0])
+            yield row
 
 
-def cases(rows: Iterator[dict[str, Any]], seed: int) -> Iterator[Case]:
+def cases(rows: Iterator[dict[str, Any]], seed: int,
+          generators: tuple[str, ...] = GENERATORS) -> Iterator[Case]:
     for n, row in enumerate(rows):
-        rng = random.Random(seed * 1_000_003 + n)
         common = dict(project=row["repo"], before=row["before"], after=row["after"],
                       language=row["language"], path=row["path"])
-        specs: list[tuple[Any, str | None]] = [(0, None), (1, None), (2, None), (3, None),
-                                               ("function", None)]
-        specs += [(rng.choice((2, 3) if noise == "drop_blank" else (1, 2)), noise) for noise in
-                  ("shift", "no_first_marker", "no_last_marker", "drop_blank")]
-        for k, noise in specs:
-            sk = make_sketch(row["before"], row["after"], row["language"],
-                             k=k if k != "function" else 3, whole_function=k == "function",
-                             deletions="mixed", seed=rng.randrange(1 << 30), noise=noise)
-            if noise and not sk.changed:
-                continue
-            yield Case(sketch=sk.text, label=sk.label, k=str(sk.k), noise=noise or "none", **common)
+        if "lines" in generators:
+            yield from _lines_cases(row, common, random.Random(seed * 1_000_003 + n))
+        if "frontier" in generators:
+            rng = random.Random(seed * 1_000_033 + n + 7)
+            for kind in FRONTIER_KINDS:
+                sk = make_frontier_sketch(row["before"], row["after"], row["language"], rng, kind)
+                if sk.changed:
+                    yield Case(sketch=sk.text, label=sk.label, k=sk.context, noise=sk.noise,
+                               generator="frontier", kind=f"{sk.kind}/{sk.deletions}", **common)
+
+
+def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random) -> Iterator[Case]:
+    specs: list[tuple[Any, str | None]] = [(0, None), (1, None), (2, None), (3, None),
+                                           ("function", None)]
+    specs += [(rng.choice((2, 3) if noise == "drop_blank" else (1, 2)), noise) for noise in
+              ("shift", "no_first_marker", "no_last_marker", "drop_blank")]
+    for k, noise in specs:
+        sk = make_sketch(row["before"], row["after"], row["language"],
+                         k=k if k != "function" else 3, whole_function=k == "function",
+                         deletions="mixed", seed=rng.randrange(1 << 30), noise=noise)
+        if noise and not sk.changed:
+            continue
+        yield Case(sketch=sk.text, label=sk.label, k=str(sk.k), noise=noise or "none",
+                   generator="lines", kind="function" if k == "function" else "context",
+                   **common)
 
 
 # ---- plain line-anchor baseline -----------------------------------------------------------
@@ -220,7 +263,10 @@ def speculative_speedup(runs: int, tokens: int, seed: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("data", nargs="?", default=str(ROOT.parent / "shared" / "data" / "commits"))
+    parser.add_argument("data", nargs="*", type=Path,
+                        default=[ROOT.parent / "shared" / "data" / "commits"],
+                        help="*.jsonl.gz commit histories, or folders of them")
+    parser.add_argument("--generator", choices=("lines", "frontier", "both"), default="both")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -240,12 +286,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seen_commits: set[int] = set()
     failures = args.failures.open("w") if args.failures else None
 
-    for case in cases(load(Path(args.data), args.per_project, args.seed), args.seed):
+    generators = GENERATORS if args.generator == "both" else (args.generator,)
+    for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
         key = id(case.after)
         if key not in token_cache:
             token_cache = {key: len(enc.encode(case.after, disallowed_special=()))}
         tokens = token_cache[key]
-        if case.k == "1" and case.noise == "none" and hash(case.after) not in seen_commits:
+        if (case.generator == "lines" and case.k == "1" and case.noise == "none"
+                and hash(case.after) not in seen_commits):
             seen_commits.add(hash(case.after))
             tokens_full += tokens
             tokens_sketch += len(enc.encode(case.sketch, disallowed_special=()))
@@ -270,8 +318,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         exact = result.applied and result.merged == case.after
         exact_ws = result.applied and normalise(result.merged or "") == normalise(case.after)
         base_exact = base is not None and base == case.after
+        g = case.generator
         groups = ("all", f"label={case.label}", f"k={case.k}", f"noise={case.noise}",
-                  f"{case.label}/k={case.k}", f"lang={case.language}")
+                  f"{case.label}/k={case.k}", f"lang={case.language}", f"{g}:all",
+                  f"{g}:label={case.label}", f"{g}:lang={case.language}", f"{g}:kind={case.kind}",
+                  f"{g}:context={case.k}", f"{g}:noise={case.noise}",
+                  f"{g}:lang={case.language}/{case.label}", f"{g}:project={case.project}")
         for group in groups:
             s = stats[group]
             s["n"] += 1
@@ -286,6 +338,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if failures and not exact:
             failures.write(json.dumps({
                 "project": case.project, "path": case.path, "label": case.label, "k": case.k,
+                "generator": case.generator, "kind": case.kind, "language": case.language,
                 "noise": case.noise, "status": result.status, "reason": result.reason,
                 "span": result.span, "exact_ws": exact_ws, "sketch": case.sketch,
                 "before": case.before, "after": case.after, "merged": result.merged,
@@ -349,8 +402,70 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     if args.speculative:
         summary["speculative_edits"] = speculative_speedup(args.speculative, 400, args.seed)
+    summary["baseline_ratio"] = round(tokens_per_s / summary["baseline_tokens_per_s"], 4) \
+        if summary["baseline_tokens_per_s"] else 0.0
+    summary["by_generator"] = {g: generator_summary(g, stats) for g in generators}
+    print_side_by_side(summary["by_generator"])
     print(json.dumps(summary))
     return summary
+
+
+def _scores(s: Counter[str], u: Counter[str] | None = None,
+            a: Counter[str] | None = None) -> dict[str, Any]:
+    """The issue's keys for one group of sketches (``u``/``a``: its unique and ambiguous
+    parts, when the group mixes labels)."""
+    def ratio(x: int, n: int) -> float | None:
+        return round(x / n, 4) if n else None
+
+    out: dict[str, Any] = {"n": s["n"]}
+    if u is not None and a is not None:
+        out.update(n_unique=u["n"], n_ambiguous=a["n"],
+                   exact_unique=ratio(u["exact"], u["n"]),
+                   exact_ambiguous=ratio(a["exact"], a["n"]),
+                   correct_or_abstain_ambiguous=ratio(a["exact"] + a["abstained"], a["n"]))
+    out.update(exact=ratio(s["exact"], s["n"]), exact_ws=ratio(s["exact_ws"], s["n"]),
+               abstain=ratio(s["abstained"], s["n"]),
+               silent_wrong=ratio(s["silent_wrong"], s["n"]),
+               silent_wrong_bytes=ratio(s["silent_wrong_bytes"], s["n"]),
+               baseline_exact=ratio(s["baseline_exact"], s["n"]))
+    return out
+
+
+def generator_summary(g: str, stats: dict[str, Counter[str]]) -> dict[str, Any]:
+    """exact_unique, exact_ambiguous, correct_or_abstain_ambiguous and silent_wrong for one
+    generator's sketches, overall and per language, sketch kind, context size and project."""
+    out = _scores(stats[f"{g}:all"], stats[f"{g}:label=unique"], stats[f"{g}:label=ambiguous"])
+    for field in ("lang", "project"):
+        names = sorted({key.split("=", 1)[1].split("/")[0] for key in stats
+                        if key.startswith(f"{g}:{field}=")})
+        out[f"per_{field}"] = {
+            name: _scores(stats[f"{g}:{field}={name}"], stats[f"{g}:{field}={name}/unique"],
+                          stats[f"{g}:{field}={name}/ambiguous"]) if field == "lang"
+            else _scores(stats[f"{g}:{field}={name}"]) for name in names}
+    for field in ("kind", "context", "noise"):
+        out[f"per_{field}"] = {key.split("=", 1)[1]: _scores(s) for key, s in sorted(stats.items())
+                               if key.startswith(f"{g}:{field}=")}
+    return out
+
+
+def print_side_by_side(by_generator: dict[str, dict[str, Any]]) -> None:
+    keys = ("n", "exact_unique", "exact_ambiguous", "correct_or_abstain_ambiguous", "silent_wrong",
+            "silent_wrong_bytes", "abstain")
+    names = list(by_generator)
+    print("\n" + f"{'':32s}" + "".join(f"{n:>12s}" for n in names), file=sys.stderr)
+    for key in keys:
+        print(f"{key:32s}" + "".join(f"{str(by_generator[n].get(key)):>12s}" for n in names),
+              file=sys.stderr)
+    for field in ("per_lang", "per_kind", "per_context"):
+        rows = sorted({row for n in names for row in by_generator[n][field]})
+        for row in rows:
+            cells = []
+            for n in names:
+                r = by_generator[n][field].get(row)
+                cells.append("-" if r is None
+                             else f"{r['exact']}/{r['abstain']}/{r['silent_wrong']}")
+            print(f"{field[4:]}={row:27s}" + "".join(f"{c:>24s}" for c in cells), file=sys.stderr)
+    print("(per row: exact / abstain / silent wrong)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The parse check uses tree-sitter on the edited regions only, widened to the enclosing
 top-level statements, in the original and in the result: a region that parsed before and
-does not now is a reason to abstain. tree-sitter's Python grammar accepts a block with no
+does not now is a reason to abstain (the whole files are compared where the original's
+region does not parse on its own). tree-sitter's Python grammar accepts a block with no
 body, so where a Python region has that shape Python's own parser is asked too. Parsing
 windows keeps the check to a fraction of a millisecond on files where a whole-file parse
 costs about 2 ms.
@@ -17,8 +18,8 @@ import warnings
 from functools import lru_cache
 from typing import Any
 
-from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.languages import definition_name
+from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.text import indent_width
 
 __all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
@@ -125,7 +126,8 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
                           "new, one kept) where the sketch's should replace the original's")
 
 
-def check_deletions(deleted_by_context: int, original_keys: list[str], options: ApplyOptions) -> None:
+def check_deletions(deleted_by_context: int, original_keys: list[str],
+                    options: ApplyOptions) -> None:
     nonblank = sum(1 for key in original_keys if key)
     if deleted_by_context > options.min_delete_lines and (
         deleted_by_context > options.max_delete_share * nonblank
@@ -140,7 +142,7 @@ def _top_level(line: str) -> bool:
     return bool(line) and _TOP_LEVEL_START.match(line) is not None
 
 
-def _windows(out: list[str], origin: list[int]) -> list[tuple[int, int]]:
+def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[int, int]]:
     """Merged-line ranges around every edit, widened to kept top-level lines."""
     changed = [k for k, o in enumerate(origin) if o < 0]
     for k in range(1, len(origin)):
@@ -148,6 +150,8 @@ def _windows(out: list[str], origin: list[int]) -> list[tuple[int, int]]:
             changed.append(k)  # lines were deleted here
     if len(origin) and origin[0] > 0:
         changed.append(0)
+    if len(origin) and 0 <= origin[-1] < n_original - 1:
+        changed.append(len(origin) - 1)  # lines deleted at the file's end
     if not changed:
         return []
     changed.sort()
@@ -168,22 +172,40 @@ def _windows(out: list[str], origin: list[int]) -> list[tuple[int, int]]:
     return windows
 
 
-def check_parse(original_raw: list[str], out: list[str], origin: list[int], language: str | None) -> None:
+def check_parse(original_raw: list[str], out: list[str], origin: list[int],
+                language: str | None) -> None:
+    """Abstain when an edited region parsed in the original and does not in the result.
+
+    Each window around an edit is parsed in the result, and in the original only when the
+    result's fails. Where the original's window fails too (the window cut a construct in
+    two: a string, a bracket that a deletion reopened), the whole files are compared
+    instead, so a merge that breaks a file that parsed is never returned. Python: where a
+    window has the shape of a block with no body (which tree-sitter's grammar accepts),
+    Python's own parser judges its indentation. (Asking Python's parser about every window
+    turned exact merges of Python 2 code into abstains, caught no wrong merge on the
+    development sample and cost 8% of the applier's speed: BENCHMARKS.md, round 5.)"""
     parser = parser_for(language)
     if parser is None:
         return
-    for start, end in _windows(out, origin):
+    whole_checked = False
+    for start, end in _windows(out, origin, len(original_raw)):
         o_start = origin[start] if start < len(origin) and origin[start] >= 0 else 0
         o_end = origin[end] if end < len(origin) else len(original_raw)
         before_text = "\n".join(original_raw[o_start:o_end])
         after_text = "\n".join(out[start:end])
         # the result first: when it parses, the original need not be parsed at all
         if parser.parse(after_text.encode("utf-8", "surrogatepass")).root_node.has_error:
-            if parser.parse(before_text.encode("utf-8", "surrogatepass")).root_node.has_error:
-                continue
-            raise Abstain("the edited region parsed before the merge and does not after it")
+            if not parser.parse(before_text.encode("utf-8", "surrogatepass")).root_node.has_error:
+                raise Abstain("the edited region parsed before the merge and does not after it")
+            if not whole_checked:
+                whole_checked = True
+                if has_parse_error("\n".join(out), language) and not has_parse_error(
+                        "\n".join(original_raw), language):
+                    raise Abstain("the file parsed before the merge and does not after it")
+            continue
         if language == "python" and _opens_empty_block(out, origin, start, end) \
-                and _python_indentation_error(after_text) and not _python_indentation_error(before_text):
+                and _python_indentation_error(after_text) \
+                and not _python_indentation_error(before_text):
             raise Abstain("the merge leaves a block with no body (a header kept beside its "
                           "rewrite?)")
 

@@ -164,16 +164,92 @@ def check_implicit_deletion(merger: Merger, ja: int, pa: int, jb: int, pb: int) 
     need = 1 if len(gone) <= _BIG_DELETION else 2
     if _anchored_run(merger, ja, pa, -1, need) and _anchored_run(merger, jb, pb, 1, need):
         return
+    if need == 1 and _anchored_run(merger, jb, pb, 1) and _only_place_above(merger, ja, pb):
+        return
     new = [merger.sk.keys[j] for j in range(ja + 1, jb) if merger.sk.keys[j]]
     # The lower line also fits at or before the upper one's place (or the reverse): the
     # sketch reads as well as a pure insertion there, with nothing deleted.
     avoidable = (merger.sk.keys[jb] in merger.ok[pa:pb]
                  or merger.sk.keys[ja] in merger.ok[pa + 1:pb + 1])
+    if _closed_up_definitions(merger, ja, jb, pb):
+        return
     if not avoidable and (_rewrites_body(merger, ja, pa, pb)
                           or rewrites(new, [merger.ok[p] for p in gone])):
         return
     raise Abstain("the sketch deletes original lines between two lines that are not "
                   "certainly placed", merger.sk.span(ja, jb))
+
+
+def _only_place_above(merger: Merger, ja: int, pb: int) -> bool:
+    """The sketch's last line with text above a pinned line pb (blank lines between) can go
+    in one place only: its text occurs once between the last certainly placed line above
+    it and pb. A marker may stand for any number of lines, so that is every place the
+    sketch allows; with one, the lines between it and pb are certainly deleted."""
+    sk = merger.sk
+    upper = ja
+    while upper >= 0 and sk.kinds[upper] == LineKind.CODE and not sk.keys[upper]:
+        upper -= 1
+    if upper < 0 or sk.kinds[upper] != LineKind.CODE or merger.sm[upper] < 0:
+        return False
+    floor = -1
+    for j in range(upper - 1, -1, -1):
+        if merger.sm[j] >= 0 and sk.keys[j] and _unique(merger, sk.keys[j]):
+            floor = merger.sm[j]
+            break
+    key = sk.keys[upper]
+    places = [p for p in merger.pos.get(key, ()) if floor < p < pb]
+    return places == [merger.sm[upper]]
+
+
+def _closed_up_definitions(merger: Merger, ja: int, jb: int, pb: int) -> bool:
+    """The sketch shows two definitions' neighbours closed up: the lines it leaves out
+    between them are whole definitions (decorators, header, body), the line after them is
+    pinned by a line found once in the original and once in the sketch and opens the next
+    definition at the same depth (or ends the enclosing block), and no new line stands
+    between. That is how a writer shows a deleted definition (Morph's and Relace's prompts
+    ask for exactly this), and the structure leaves no other reading."""
+    sk, ok, width = merger.sk, merger.ok, merger.owidth
+    if any(sk.keys[j] for j in range(ja + 1, jb)) or not _anchored_run(merger, jb, pb, 1):
+        return False
+    upper = ja  # the sketch's last line with text above, blank lines between
+    while upper >= 0 and sk.kinds[upper] == LineKind.CODE and not sk.keys[upper]:
+        upper -= 1
+    if upper < 0 or sk.kinds[upper] != LineKind.CODE or merger.sm[upper] < 0:
+        return False
+    pa = merger.sm[upper]
+    if any(merger.sm[j] >= 0 and not pa < merger.sm[j] <= pb for j in range(upper + 1, jb)):
+        return False
+    # the upper line (or the lower one) found again among the lines left out: the sketch
+    # may mean that place, which deletes less (nothing, for a pure insertion)
+    if sk.keys[upper] in ok[pa + 1:pb] or sk.keys[jb] in ok[pa + 1:pb]:
+        return False
+    p, end = pa + 1, pb
+    while p < end and not ok[p]:
+        p += 1
+    while end > p and not ok[end - 1]:
+        end -= 1
+    if p >= end:
+        return False
+    level = width[p]
+    lower = ok[pb]
+    if width[pb] > level or (width[pb] == level and not lower.startswith("@")
+                             and definition_name(lower, merger.language) is None):
+        return False
+    while p < end:
+        if not ok[p]:
+            p += 1
+            continue
+        if width[p] != level:
+            return False
+        header = p
+        while header < end and ok[header].startswith("@") and width[header] == level:
+            header += 1
+        if header >= end or definition_name(ok[header], merger.language) is None:
+            return False
+        p = merger.definition_end(header, end)
+        if p <= header:
+            return False
+    return True
 
 
 def _rewrites_body(merger: Merger, ja: int, pa: int, pb: int) -> bool:

@@ -9,6 +9,7 @@ places, lines out of order or too far apart: abstain).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from specialists.apply.deletions import definitions_named, locate_remove
@@ -70,6 +71,35 @@ def _locate_code(merger: Merger, j0: int, j1: int, lo: int, hi: int) -> tuple[in
     return t0, t1
 
 
+_IMPORTED = re.compile(
+    r"""^(?:from\s+(?P<a>\S+)\s+import\b|import\s+(?P<b>[\w.]+)|(?:const|let|var)\s+[^=]+=\s*"""
+    r"""require\(\s*['"](?P<c>[^'"]+)|import\s.*\sfrom\s+['"](?P<d>[^'"]+)|"(?P<e>[\w./-]+)"$)""")
+
+
+def _check_import_rewrite(new: str, old: str, span: tuple[int, int]) -> None:
+    """An import line placed by similarity over an import of another module: it is as
+    likely a new import beside it (an import block's lines all look alike), and the
+    sketch, with no context around it, does not say where it goes."""
+    a, b = _IMPORTED.match(new), _IMPORTED.match(old)
+    if a is None or b is None:
+        return
+    if next(g for g in a.groups() if g) != next(g for g in b.groups() if g) \
+            and _names(new) != _names(old):  # the same names from another module: a rewrite
+        raise Abstain("a new import between two markers resembles an import of another "
+                      "module; the sketch does not say whether it replaces it", span)
+
+
+def _names(line: str) -> str:
+    """What an import line binds: the text after ``import`` (or before ``=``/``from``)."""
+    if line.startswith("from ") and " import " in line:
+        return line.split(" import ", 1)[1].strip()
+    if " from " in line:
+        return line.split(" from ", 1)[0].strip()
+    if "=" in line:
+        return line.split("=", 1)[0].strip()
+    return line
+
+
 def _check_not_renamed(merger: Merger, name: str, t0: int, t1: int,
                        span: tuple[int, int]) -> None:
     """A block that opens a definition the original does not have, placed by similarity
@@ -120,6 +150,8 @@ def _fuzzy_region(merger: Merger, js: list[int], lo: int, hi: int,
         rivals = [q for r, q in best[j][1:] if r > ratio - 0.1 and q != p]
         if rivals:
             raise Abstain("a block between two markers is similar to more than one place", span)
+    for j, (_, p) in matched.items():
+        _check_import_rewrite(sk.keys[j], merger.ok[p], span)
     positions = [p for _, p in (matched[j] for j in js if j in matched)]
     if positions != sorted(positions):  # two new lines may rewrite one old line
         raise Abstain("a block between two markers matches the original out of order", span)

@@ -3,8 +3,9 @@
 A marker is a whole-line comment, in any comment syntax (``#``, ``//``, ``/* */``,
 ``{/* */}``, ``<!-- -->``, ``--``), whose text is an ellipsis with a few words
 (``... existing code ...``, ``... keep calculateTotal ...``) or the usual wording without one
-(``// rest of code unchanged``). A ``remove`` comment (``// remove Block``,
-``# remove `x = 1```) deletes what it names. Python's bare ``...`` is code, not a marker.
+(``// rest of code unchanged``), or that wording in parentheses (``# (unchanged)``). A
+``remove`` comment (``// remove Block``, ``# remove `x = 1```) deletes what it names. A bare
+``...`` line is a marker in a language where it cannot be code; Python's is code.
 """
 
 from __future__ import annotations
@@ -31,11 +32,17 @@ _ELLIPSIS = re.compile(r"\.{3,}|…")
 _WORDING = re.compile(
     r"^(?:(?:the\s+)?rest of (?:the\s+)?(?:code|file|function|class|method|body|module|test)s?\b"
     r"|(?:keep(?:ing)?\s+)?(?:the\s+)?existing\s+(?:code|imports|methods|functions|tests)\b"
-    r"|(?:other|remaining)\s+(?:code|methods|functions|imports|tests)\s+(?:unchanged|as before|remains?)"
+    r"|(?:other|remaining)\s+(?:code|methods|functions|imports|tests)\s+"
+    r"(?:unchanged|as before|remains?)"
     r"|unchanged(?:\s+code)?\b|code\s+(?:remains|stays)\s+(?:the\s+same|unchanged)"
-    r"|(?:previous|original)\s+code\b)",
+    r"|(?:previous|original)\s+code\b"
+    # a whole comment in parentheses: "# (unchanged)", "// (rest of file unchanged)"
+    r"|\(\s*(?:(?:the\s+)?rest(?:\s+of\s+[\w\s]+?)?\s+unchanged|unchanged(?:\s+code)?"
+    r"|existing\s+code|no\s+changes?|same\s+as\s+before|omitted)\s*\)$)",
     re.I,
 )
+# A bare ellipsis line is a marker where it cannot be code (it is Python's Ellipsis).
+_BARE = {"...", "…", ". . ."}
 _REMOVE = re.compile(r"^(?:remove|removed|delete|deleted|drop|dropped)\b[:\s]*(?P<spec>.*)$", re.I)
 _KEEP_NAMED = re.compile(r"\bkeep(?:s|ing)?\s+(?:the\s+)?`?(?P<name>[A-Za-z_$][\w$.]*)`?", re.I)
 _KEEP_NOT_NAMES = {
@@ -77,7 +84,8 @@ def _comment_body(stripped: str) -> str | None:
 
 def _remove_info(spec: str) -> MarkerInfo:
     spec = _ELLIPSIS.sub(" … ", spec).strip(" .:-…")
-    quotes = tuple(next(g for g in m.groups() if g is not None).strip() for m in _QUOTED.finditer(spec))
+    quotes = tuple(next(g for g in m.groups() if g is not None).strip()
+                   for m in _QUOTED.finditer(spec))
     if quotes:
         return MarkerInfo(remove_quotes=quotes)
     for word in _NAME.findall(spec):
@@ -87,10 +95,14 @@ def _remove_info(spec: str) -> MarkerInfo:
     return MarkerInfo()
 
 
-def classify(stripped: str) -> tuple[int, MarkerInfo | None]:
-    """Classify one stripped sketch line as code, a marker, or a remove comment."""
+def classify(stripped: str, language: str | None = None) -> tuple[int, MarkerInfo | None]:
+    """Classify one stripped sketch line as code, a marker, or a remove comment. A bare
+    ``...`` is a marker in a language where it is not code (any but Python, and an unknown
+    one: a line of three dots is code nowhere else)."""
     body = _comment_body(stripped)
     if body is None:
+        if stripped in _BARE and language not in ("python", None):
+            return LineKind.MARKER, MarkerInfo()
         return LineKind.CODE, None
     core = _ELLIPSIS.sub(" ", body).strip()
     removal = _REMOVE.match(core)

@@ -23,7 +23,7 @@ class SketchLines:
         self.infos: list[MarkerInfo | None] = []
         defined: set[str] | None = None
         for key in self.keys:
-            kind, info = classify(key)
+            kind, info = classify(key, language)
             if kind != LineKind.CODE and key in okeys:
                 kind, info = LineKind.CODE, None  # an existing comment, not a marker
             elif kind == LineKind.REMOVE and info is not None and info.remove_name \

@@ -1,0 +1,340 @@
+"""A second, independent lazy-sketch generator: the styles frontier models write.
+
+``specialists.apply.make_sketch`` (the "lines" generator) writes one house style. This
+module writes what a frontier model writes when a prompt tells it to be lazy (Morph's and
+Relace's tool prompts, Cursor's and Continue's edit prompts): it starts from the committed
+file (``after``) and decides which of its lines to show, then writes a marker for every run
+of lines it leaves out. Conventions, each drawn at random per sketch:
+
+* marker spellings of every kind seen in the wild (``// ... existing code ...``,
+  ``# ... rest of the file unchanged ...``, ``// ...``, ``/* ... */``, ``# (unchanged)``,
+  ``// rest of code``, a bare ``...`` in brace languages, named keeps), one spelling per
+  sketch or mixed;
+* no leading marker when the shown code starts the file, no trailing one when it ends it;
+* deletions shown by omission: the lines on both sides of a deletion are shown closed up
+  (the context reaches past blank lines to a line with text, as a model shows the next
+  definition's header), or, for a deleted definition, a ``remove``/``delete`` comment;
+* kinds: ``context`` (k = 1-3 lines around each change), ``definition`` (the whole enclosing
+  definition), ``inner`` (the enclosing definitions' headers with markers inside their
+  bodies around the change: a class rewrite with inner markers), ``imports`` (a new import
+  shown with no context at the file's top);
+* noise: trailing whitespace on shown lines, a marker indented at another level.
+
+The expected answer is always ``after``. ``label`` is ``unique`` when every line next to a
+marker is an unchanged line found once in ``before`` (a file edge needs no anchor) and every
+``remove`` comment names a definition defined once; otherwise ``ambiguous``.
+
+    make_frontier_sketch(before, after, language, rng) -> FrontierSketch
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["FrontierSketch", "KINDS", "make_frontier_sketch"]
+
+KINDS = ("context", "definition", "inner", "imports")
+
+# Marker wordings. "{c}" is the language's comment; block-comment and bare spellings are
+# written out whole.
+_WORDINGS = (
+    "... existing code ...", "... existing code", "...existing code...", "... rest of code ...",
+    "... rest of the file unchanged ...", "...", "… existing code …", "(unchanged)",
+    "rest of code", "... keep existing code ...", "... code remains the same ...",
+    "existing code...", "... (unchanged) ...", "... other code unchanged ...",
+)
+_BODY_WORDINGS = ("... existing code ...", "... rest of the function ...", "...",
+                  "... rest of method unchanged ...", "... (unchanged) ...",
+                  "rest of body unchanged")
+_DEF_WORDINGS = ("... other methods ...", "... existing methods ...", "... other functions ...",
+                 "... existing functions ...")
+_BLOCK = ("/* ... */", "/* ... existing code ... */", "/* ... rest of code ... */")
+_REMOVE = ("removed {name}", "Removed: {name}", "delete {name}", "remove {name} (no longer used)",
+           "Deleted {name}", "remove the {name} function")
+
+_PY_DEF = re.compile(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)")
+_GO_DEF = re.compile(r"^\s*(?:func\s+(?:\([^)]*\)\s*)?([A-Za-z_]\w*)|type\s+([A-Za-z_]\w*))")
+_JS_DEF = re.compile(
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:async\s+)?(?:function\s*\*?\s*([A-Za-z_$][\w$]*)"
+    r"|class\s+([A-Za-z_$][\w$]*)"
+    r"|(?:var|let|const)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function\b|\([^)]*\)\s*=>)"
+    r"|([A-Za-z_$][\w$.]*)\s*=\s*(?:async\s+)?function\b)")
+_IMPORT = re.compile(r"^(?:import\s|from\s+\S+\s+import\s|const\s+\w+\s*=\s*require\(|"
+                     r"var\s+\w+\s*=\s*require\(|\s*\"[\w./-]+\"$)")
+
+
+@dataclass
+class FrontierSketch:
+    text: str
+    label: str  # "unique" or "ambiguous"
+    kind: str  # one of KINDS
+    context: str  # "1", "2", "3", "def" or "inner"
+    noise: str  # "none", "trailing_ws", "marker_indent"
+    deletions: str  # "none", "omission", "comment"
+    leading_marker: bool
+    trailing_marker: bool
+    changed: bool  # False when the sketch could not be written in this kind
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _def_name(line: str, language: str) -> str | None:
+    pattern = _PY_DEF if language == "python" else _GO_DEF if language == "go" else _JS_DEF
+    m = pattern.match(line)
+    if not m:
+        return None
+    return next((g for g in m.groups() if g), None)
+
+
+def _comment(language: str) -> str:
+    return "#" if language == "python" else "//"
+
+
+def _marker(language: str, rng: random.Random, wording: str, indent: str, style: str) -> str:
+    if language != "python":
+        if style == "block":
+            return indent + rng.choice(_BLOCK)
+        if style == "bare":
+            return indent + "..."
+    return f"{indent}{_comment(language)} {wording}"
+
+
+def _definition_range(lines: list[str], i: int, language: str) -> tuple[int, int] | None:
+    """(header, end) of the innermost definition enclosing line i of ``lines`` (by
+    indentation: the nearest shallower line opening a named definition)."""
+    if not lines[i].strip():
+        return None
+    width = _indent(lines[i])
+    for h in range(i, -1, -1):
+        line = lines[h]
+        if not line.strip():
+            continue
+        if (h == i or _indent(line) < width) and _def_name(line, language):
+            return h, _block_end(lines, h, language)
+        if _indent(line) < width:
+            width = _indent(line)
+            if width == 0 and not _def_name(line, language):
+                return None
+    return None
+
+
+def _block_end(lines: list[str], h: int, language: str) -> int:
+    """One past the last line of the definition opened at line h."""
+    width = _indent(lines[h])
+    end = h + 1
+    # Python: decorators and multi-line signatures; brace languages: the closing brace.
+    while end < len(lines):
+        line = lines[end]
+        if line.strip() and _indent(line) <= width:
+            if language != "python" and line.strip()[0] in "})]":
+                return end + 1
+            if language == "python" and line.strip().startswith((")", "]")):
+                end += 1
+                continue
+            return end
+        end += 1
+    return end
+
+
+def _opcodes(before: list[str], after: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib's opcodes, with each pure insertion or deletion slid to where a writer sees
+    it (git's indent heuristic in small): among the equivalent places of a run of lines
+    that repeats at its edges, the one whose first line has text at the least
+    indentation, ending on a blank line if it can. Deleting ``f5`` between ``f4`` and
+    ``f6`` is then ``def f5(x): ... <blank>``, not ``return value ... value = x + 5``."""
+    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    out = []
+    for n, (tag, i1, i2, j1, j2) in enumerate(ops):
+        if tag in ("delete", "insert") and 0 < n < len(ops) - 1:
+            lines, lo, hi = (before, i1, i2) if tag == "delete" else (after, j1, j2)
+            prev_len = ops[n - 1][2] - ops[n - 1][1]  # the equal runs around it
+            next_len = ops[n + 1][2] - ops[n + 1][1]
+            up = 0
+            while up < prev_len and lo - up - 1 >= 0 and lines[lo - up - 1] == lines[hi - up - 1]:
+                up += 1
+            down = 0
+            while (down < next_len and hi + down < len(lines)
+                   and lines[lo + down] == lines[hi + down]):
+                down += 1
+
+            def score(d: int) -> tuple[int, int, int]:
+                first, last = lines[lo + d], lines[hi + d - 1]
+                return (0 if first.strip() else 1, _indent(first), 0 if not last.strip() else 1)
+
+            best = min(range(-up, down + 1), key=lambda d: (score(d), abs(d)))
+            if best:
+                i1, i2, j1, j2 = ((i1 + best, i2 + best, j1 + best, j2 + best))
+                # the equal runs around it move with it
+                pt, pi1, pi2, pj1, pj2 = out[-1]
+                out[-1] = (pt, pi1, pi2 + best, pj1, pj2 + best)
+                nt, ni1, ni2, nj1, nj2 = ops[n + 1]
+                ops[n + 1] = (nt, ni1 + best, ni2, nj1 + best, nj2)
+        out.append((tag, i1, i2, j1, j2))
+    return out
+
+
+def _split(text: str) -> tuple[list[str], bool]:
+    if text.endswith("\n"):
+        return text[:-1].split("\n"), True
+    return text.split("\n"), False
+
+
+def make_frontier_sketch(before: str, after: str, language: str, rng: random.Random,
+                         kind: str | None = None) -> FrontierSketch:
+    """A lazy sketch of the edit ``before`` -> ``after`` in a frontier model's style."""
+    blines, _ = _split(before)
+    alines, final_nl = _split(after)
+    n = len(alines)
+    kind = kind or rng.choices(KINDS, weights=(5, 2, 2, 1))[0]
+    k = rng.choice((1, 1, 2, 2, 3))
+    noise = rng.choices(("none", "trailing_ws", "marker_indent"), weights=(6, 2, 2))[0]
+    deletion_style = rng.choice(("omission", "omission", "comment"))
+    marker_style = rng.choices(("line", "block", "bare"), weights=(8, 1, 1))[0]
+    mixed = rng.random() < 0.25
+    wording = rng.choice(_WORDINGS)
+    nothing = FrontierSketch("", "ambiguous", kind, "-", noise, "none", False, False, False)
+
+    ops = _opcodes(blines, alines)
+    new_after: set[int] = set()  # after lines the commit wrote
+    regions: list[tuple[str, int, int]] = []  # (tag, j1, j2) of each change, after indices
+    deletion_points: list[tuple[int, int, int]] = []  # (after index, before lo, before hi)
+    for tag, i1, i2, j1, j2 in ops:
+        if tag == "equal":
+            continue
+        regions.append((tag, j1, j2))
+        new_after.update(range(j1, j2))
+        if tag == "delete":
+            deletion_points.append((j1, i1, i2))
+    if before.endswith("\n") != after.endswith("\n"):
+        new_after.add(n - 1)  # only the last line can show a changed final newline
+        regions.append(("replace", n - 1, n))
+    if not regions:
+        return nothing
+
+    shown: set[int] = set(new_after)
+
+    def add_context(lo: int, hi: int, reach: int) -> None:
+        """Show ``reach`` lines with text before lo and after hi (after indices), and the
+        blank lines on the way, as a model shows the next definition's header."""
+        a, got = lo - 1, 0
+        while a >= 0 and got < reach:
+            shown.add(a)
+            got += bool(alines[a].strip())
+            a -= 1
+        b, got = hi, 0
+        while b < n and got < reach:
+            shown.add(b)
+            got += bool(alines[b].strip())
+            b += 1
+
+    context_key = str(k)
+    if kind == "imports":
+        tops = {j for j in new_after if j < 40 and _IMPORT.match(alines[j].strip())}
+        bare = [(t, j1, j2) for t, j1, j2 in regions
+                if t == "insert" and all(j in tops for j in range(j1, j2))]
+        if not bare:
+            return nothing
+        for t, j1, j2 in regions:
+            if (t, j1, j2) not in bare:
+                add_context(j1, j2, k)
+        context_key = "0+" + str(k)
+    else:
+        for _, j1, j2 in regions:
+            add_context(j1, j2, k)
+    if kind in ("definition", "inner"):
+        context_key = "def" if kind == "definition" else "inner"
+        for _, j1, j2 in regions:
+            found = _definition_range(alines, min(j1, n - 1), language) if n else None
+            if found is None:
+                continue
+            h, end = found
+            if kind == "definition":
+                if end - h <= 80:
+                    shown.update(range(h, end))
+                continue
+            # the enclosing headers with markers inside their bodies (a class rewrite)
+            shown.add(h)
+            if language != "python" and end - 1 > h and alines[end - 1].strip()[:1] in "})]":
+                shown.add(end - 1)
+            outer = _definition_range(alines, h - 1, language) if h > 0 else None
+            if outer is not None and _indent(alines[outer[0]]) < _indent(alines[h]):
+                shown.add(outer[0])
+                if language != "python" and alines[outer[1] - 1].strip()[:1] in "})]":
+                    shown.add(outer[1] - 1)
+
+    # a deletion is shown closed up (both sides visible), or by a remove comment
+    removes: dict[int, str] = {}  # after index -> name of the definition removed before it
+    used_deletions = "none"
+    for at, b_lo, b_hi in deletion_points:
+        add_context(at, at, 1)
+        gone = [line for line in blines[b_lo:b_hi] if line.strip()]
+        top = min((_indent(x) for x in gone), default=0)
+        heads = [line for line in gone if _indent(line) == top]
+        name = _def_name(heads[0], language) if heads else None
+        whole = name is not None and all(
+            _def_name(h, language) == name or h.strip()[:1] in "})]@" for h in heads)
+        if deletion_style == "comment" and whole and at < n:
+            removes[at] = name or ""
+            used_deletions = "comment"
+        elif used_deletions == "none":
+            used_deletions = "omission"
+
+    # ---- write ------------------------------------------------------------------------
+    order = sorted(j for j in shown if 0 <= j < n)
+    if not order:
+        return nothing
+    leading = order[0] > 0
+    trailing = order[-1] < n - 1
+    bcount = Counter(line.strip() for line in blines)
+
+    def anchor_ok(j: int) -> bool:
+        """A line next to a marker that pins it: unchanged, with text, once in before."""
+        return j not in new_after and bool(alines[j].strip()) and bcount[alines[j].strip()] == 1
+
+    def marker_for(gap_lo: int, gap_hi: int) -> str:
+        first = next((alines[j] for j in range(gap_lo, gap_hi) if alines[j].strip()), "")
+        ind = first[:_indent(first)]
+        if noise == "marker_indent" and rng.random() < 0.5:
+            ind = "" if ind else "    "
+        word = rng.choice(_WORDINGS) if mixed else wording
+        if kind == "inner" and ind and rng.random() < 0.5:
+            word = rng.choice(_BODY_WORDINGS + _DEF_WORDINGS)
+        return _marker(language, rng, word, ind, marker_style)
+
+    label = "unique"
+    out: list[str] = []
+    prev = -1
+    for j in order:
+        if j > prev + 1:  # a run of left-out lines: a marker (none before the file's start)
+            if prev >= 0 and not anchor_ok(prev):
+                label = "ambiguous"
+            if not anchor_ok(j):
+                label = "ambiguous"
+            out.append(marker_for(prev + 1, j))
+        if j in removes:
+            ind = alines[j][:_indent(alines[j])] if alines[j].strip() else ""
+            out.append(f"{ind}{_comment(language)} "
+                       + rng.choice(_REMOVE).format(name=removes[j]))
+            if sum(1 for line in blines if _def_name(line, language) == removes[j]) != 1:
+                label = "ambiguous"
+        line = alines[j]
+        if noise == "trailing_ws" and line.strip() and j not in new_after and rng.random() < 0.3:
+            line += rng.choice((" ", "  ", "\t"))
+        out.append(line)
+        prev = j
+    if trailing:
+        if not anchor_ok(prev):
+            label = "ambiguous"
+        out.append(marker_for(prev + 1, n))
+    text = "\n".join(out)
+    if trailing or final_nl:
+        text += "\n"
+    return FrontierSketch(text=text, label=label, kind=kind, context=context_key, noise=noise,
+                          deletions=used_deletions, leading_marker=leading,
+                          trailing_marker=trailing, changed=True)
