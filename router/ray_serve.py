@@ -265,6 +265,8 @@ class RemoteSpecialist(Specialist):
         self._health: dict[str, Any] = {"ok": False, "loading": True,
                                         "detail": "waiting for its deployment's first report"}
         self._version = "0"
+        self.retried = 0
+        """Calls sent again because the replica they went to died under them."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -292,7 +294,7 @@ class RemoteSpecialist(Specialist):
         self._version = str(health.get("version", self._version))
 
     def health(self) -> dict[str, Any]:
-        return dict(self._health)
+        return {**self._health, "calls_retried": self.retried}
 
     @property
     def version(self) -> str:  # type: ignore[override]
@@ -311,6 +313,7 @@ class RemoteSpecialist(Specialist):
             except _RETRYABLE:
                 if attempt == TRIES - 1:
                     raise
+                self.retried += 1
                 await asyncio.sleep(0.05 * 2 ** attempt)
         return self._unwrap(reply)  # type: ignore[no-any-return]
 
@@ -330,6 +333,7 @@ class RemoteSpecialist(Specialist):
             except _RETRYABLE:
                 if attempt == TRIES - 1:
                     raise
+                self.retried += 1
                 time.sleep(0.05 * 2 ** attempt)
         return self._unwrap(reply)
 
