@@ -106,3 +106,21 @@ class SlowStarter(Specialist):
 
     def answer(self, request: Mapping[str, Any]) -> Result:
         return Result(output="ready", confidence=1.0)
+
+
+class Sleeper(Specialist):
+    """Answers after ``seconds``: a call surely in flight when its replica is killed."""
+
+    kind = "chat"
+    version = "sleep-1"
+
+    def __init__(self, seconds: float = 1.5) -> None:
+        super().__init__(seconds=seconds)
+        self.seconds = seconds
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        import os
+        import time
+
+        time.sleep(self.seconds)
+        return Result(output=f"slept in {os.getpid()}", confidence=1.0)

@@ -67,6 +67,8 @@ def _config(fake: FakeFrontier, tmp: Path) -> dict[str, Any]:
         "retrieval": {"class": "retrieval.specialist:RetrievalSpecialist",
                       "options": {"allowed_root": str(tmp / "repos"), "embedder": "static",
                                   "index_dir": str(tmp / "data" / "indexes")}}})
+    data["specialists"]["sleeper"] = {"class": "tests.router.swap_specialists:Sleeper"}
+    data["routes"]["slow"] = {"targets": ["sleeper"]}
     data["engine"] = {"ray": {"num_cpus": 4, "app_name": APP,
                               "deployments": {"tab": {"num_replicas": 2}}}}
     return data
@@ -237,8 +239,8 @@ def test_hot_swap_reaches_every_tab_replica(ray_server: dict[str, Any]) -> None:
     assert {r["replica"] for r in log["deploys"][0]["replicas"]} == replicas
 
 
-def _tab_replica_pids(root: int) -> list[int]:
-    """The Tab replicas' processes among ``root``'s descendants (the local cluster's)."""
+def _replica_pids(root: int, deployment: str = "specialist-tab") -> list[int]:
+    """A deployment's replica processes among ``root``'s descendants (the local cluster's)."""
     parents: dict[int, int] = {}
     names: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
@@ -259,13 +261,13 @@ def _tab_replica_pids(root: int) -> list[int]:
         return False
 
     return sorted(pid for pid, cmd in names.items()
-                  if f"ServeReplica:{APP}:specialist-tab" in cmd and under(pid))
+                  if f"ServeReplica:{APP}:{deployment}" in cmd and under(pid))
 
 
 def test_tab_replica_killed_mid_burst_is_replaced_and_requests_retried(
         ray_server: dict[str, Any]) -> None:
     url, proc = ray_server["url"], ray_server["proc"]
-    before = _tab_replica_pids(proc.pid)
+    before = _replica_pids(proc.pid)
     assert len(before) == 2, before
     deployed = httpx.get(f"{url}/v1/tab/versions").json()["deployed"]
     codes: Counter[int] = Counter()
@@ -293,7 +295,7 @@ def test_tab_replica_killed_mid_burst_is_replaced_and_requests_retried(
     assert set(versions) == {deployed}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        after = _tab_replica_pids(proc.pid)
+        after = _replica_pids(proc.pid)
         if len(after) == 2 and before[0] not in after:
             break
         time.sleep(0.5)
@@ -304,3 +306,31 @@ def test_tab_replica_killed_mid_burst_is_replaced_and_requests_retried(
     ready = httpx.get(f"{url}/readyz").json()
     assert ready["status"] == "ready"
     print("calls retried after the kill:", ready["specialists"]["tab"]["calls_retried"])
+
+
+def test_a_call_in_flight_when_its_replica_dies_is_sent_again(
+        ray_server: dict[str, Any]) -> None:
+    """The sleeper's one replica is killed 0.5 s into a 1.5 s answer: the ingress sends the
+    call again, Serve holds it until the replacement is up, and the client gets its 200."""
+    url, proc = ray_server["url"], ray_server["proc"]
+    before = _replica_pids(proc.pid, "specialist-sleeper")
+    assert len(before) == 1, before
+    answer: dict[str, Any] = {}
+
+    def ask() -> None:
+        r = httpx.post(f"{url}/v1/chat/completions", timeout=180, json={
+            "model": "slow", "messages": [{"role": "user", "content": "wake up"}]})
+        answer.update(status=r.status_code, body=r.json())
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    time.sleep(0.5)
+    os.kill(before[0], signal.SIGKILL)
+    thread.join(timeout=180)
+    assert answer["status"] == 200, answer
+    text = answer["body"]["choices"][0]["message"]["content"]
+    assert text.startswith("slept in ") and text != f"slept in {before[0]}"
+    after = _replica_pids(proc.pid, "specialist-sleeper")
+    assert int(text.split()[-1]) in after  # the replacement answered
+    ready = httpx.get(f"{url}/readyz").json()["specialists"]["sleeper"]
+    assert ready["calls_retried"] >= 1
