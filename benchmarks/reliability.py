@@ -161,6 +161,34 @@ def single_process(config: Path, port: int, cwd: Path, log_path: Path, workers: 
                   port, cwd, log_path)
 
 
+def _port_closed(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+class RayServer(Server):
+    """Stopped with SIGTERM to the command alone (it takes its cluster down in order); a
+    kill is SIGKILL to the whole group, then a wait until the port is let go of — the
+    cluster's workers, which are not in the group, need a few seconds to notice."""
+
+    def kill(self) -> None:
+        super().kill()
+        deadline = time.monotonic() + 60
+        while not _port_closed(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
 def ray_serve(config: Path, port: int, cwd: Path, log_path: Path, tab_replicas: int) -> Server:
     """``complement serve --engine ray``: a local Ray cluster started by the command, each
     specialist its own deployment, ``tab_replicas`` Tab replicas (``--workers``)."""
@@ -168,9 +196,9 @@ def ray_serve(config: Path, port: int, cwd: Path, log_path: Path, tab_replicas: 
     data["engine"] = {"ray": {"deployments": {"tab": {"num_replicas": tab_replicas}}}}
     ray_config = config.with_name(f"{config.stem}-ray.yaml")
     ray_config.write_text(yaml.safe_dump(data, sort_keys=False))
-    return Server([sys.executable, "-m", "router.cli", "serve", "--engine", "ray", "--config",
-                   str(ray_config), "--port", str(port), "--log-level", "warning"],
-                  port, cwd, log_path)
+    return RayServer([sys.executable, "-m", "router.cli", "serve", "--engine", "ray",
+                      "--config", str(ray_config), "--port", str(port), "--log-level",
+                      "warning"], port, cwd, log_path)
 
 
 #: How the server under test runs: a function building its ``Server`` from the config.
@@ -484,8 +512,11 @@ def section_load(ctx: "Context") -> dict[str, Any]:
             f" errors {row['errors'] or 'none'}")
         if over_at is None and (tab["p99_ms"] or 0) > TAB_P99_LIMIT_MS:
             over_at = level
+    tab = httpx.get(f"{url}/readyz", timeout=10).json()["specialists"].get("tab", {})
     return {"levels": per_level, "tab_p99_over_50ms_at": over_at,
-            "errors_total": sum(sum(r["errors"].values()) for r in per_level.values())}
+            "errors_total": sum(sum(r["errors"].values()) for r in per_level.values()),
+            # how the Tab model worker batched (with Ray: the replica /readyz asked)
+            "tab_worker": tab.get("worker")}
 
 
 # -- faults ----------------------------------------------------------------------------------

@@ -267,6 +267,7 @@ class RemoteSpecialist(Specialist):
         self._version = "0"
         self.retried = 0
         """Calls sent again because the replica they went to died under them."""
+        self._helper: Any = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -279,6 +280,8 @@ class RemoteSpecialist(Specialist):
 
     def close(self) -> None:
         self._stop.set()
+        if self._helper is not None:
+            self._helper.shutdown(wait=False)
 
     def _health_loop(self) -> None:
         while not self._stop.wait(1.0):
@@ -323,7 +326,22 @@ class RemoteSpecialist(Specialist):
         return partial(self._call, name)
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """From a worker thread (the endpoints' and the router's thread pool)."""
+        """A blocking call, as a local specialist's is: from a worker thread (the endpoints'
+        and the router's thread pool), or from a coroutine that calls the specialist
+        directly (the edit pipeline's applier). Serve refuses blocking waits on an event
+        loop, so that case waits on a helper thread instead — blocking the loop as long as
+        the local call would."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._call_blocking(method, *args, **kwargs)
+        if self._helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._helper = ThreadPoolExecutor(4, thread_name_prefix=f"call-{self.name}")
+        return self._helper.submit(self._call_blocking, method, *args, **kwargs).result()
+
+    def _call_blocking(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if method == "answer":
             args = (dict(args[0]),)
         for attempt in range(TRIES):
@@ -508,6 +526,7 @@ def serve_ray(config: Config, *, address: str | None = None, log_level: str = "i
     """Deploy ``config`` on Ray Serve and serve until SIGINT or SIGTERM; then take the
     application down (and the cluster, when this command started it)."""
     app = build_app(config, log_level)  # config errors before any process starts
+    _wait_for_port(config.server.host, config.server.port)
     ours = _start_ray(config, address)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):  # after ray.init, which sets its own
@@ -526,11 +545,75 @@ def serve_ray(config: Config, *, address: str | None = None, log_level: str = "i
         print(f"complement: ray engine ready on http://{config.server.host}:"
               f"{config.server.port} (cluster {where}, {'local' if ours else 'existing'}; "
               f"replica logs under the session's logs/serve)", flush=True)
+        workers = _ray_workers() if ours else {}
         while not stop.wait(0.5):
-            pass
+            if ours and int(time.monotonic()) % 5 == 0:
+                workers.update(_ray_workers())
     finally:
         _take_down(app_name, board, ours)
+    if ours:
+        _reap(workers)
     return 0
+
+
+def _wait_for_port(host: str, port: int, timeout_s: float = 15.0) -> None:
+    """Serve's proxy binds the port later, in an actor, and retries forever if it cannot:
+    say so now. A few seconds' grace: after a crash the old cluster's workers take that
+    long to notice and let go of it."""
+    import socket
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+                return
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"cannot serve on {host}:{port}: {exc.strerror}; "
+                                      "is another server running there?") from None
+        time.sleep(0.5)
+
+
+def _ray_workers() -> dict[int, str]:
+    """This command's local cluster's worker processes (its descendants named ``ray::``)."""
+    from pathlib import Path
+
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                names[int(entry.name)] = (entry / "cmdline").read_text(errors="replace")
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    me = os.getpid()
+
+    def mine(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == me:
+                return True
+        return False
+
+    return {pid: cmd for pid, cmd in names.items() if cmd.startswith("ray::") and mine(pid)}
+
+
+def _reap(workers: dict[int, str]) -> None:
+    """Workers of the local cluster that outlived it (a signal to the whole process group
+    stops the raylet first, and its workers lose their parent): stopped, so none keeps the
+    port. Each is checked to be the same process first (its command line)."""
+    from pathlib import Path
+
+    for pid, cmd in workers.items():
+        try:
+            if (Path(f"/proc/{pid}/cmdline").read_text(errors="replace") == cmd):
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
 
 
 def _take_down(app_name: str, board: Any, ours: bool, timeout_s: float = 15.0) -> None:

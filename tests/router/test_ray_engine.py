@@ -110,8 +110,8 @@ def ray_server(ray_fake: FakeFrontier, tmp_path_factory: pytest.TempPathFactory
     try:
         _wait_ready(url, proc, log_path)
         yield {"url": url, "proc": proc, "tmp": tmp, "data": data}
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+    finally:  # the command alone: it takes its local cluster down
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
