@@ -66,7 +66,8 @@ def test_unknown_engine_kind_is_refused() -> None:
 
 def _write(tmp_path: Any) -> str:
     path = tmp_path / "c.yaml"
-    path.write_text("specialists:\n  apply: {class: 'specialists.apply.specialist:ApplySpecialist'}\n")
+    path.write_text("specialists:\n"
+                    "  apply: {class: 'specialists.apply.specialist:ApplySpecialist'}\n")
     return str(path)
 
 

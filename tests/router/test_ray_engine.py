@@ -30,12 +30,12 @@ from router.app import create_app  # noqa: E402
 from router.config import parse_config  # noqa: E402
 from tests.conftest import free_port, running  # noqa: E402
 from tests.fakes.fake_frontier import FakeFrontier  # noqa: E402
-from tests.router.test_api import config_data  # noqa: E402
 
 # The API suite, collected here again with ``base`` and ``fake`` below: the Ray server's.
 # test_api_keys and test_non_loopback_without_keys_is_refused stay single-process only
 # (they need a second server with other keys; the guard is the same app code).
 from tests.router.test_api import (  # noqa: E402, F401
+    config_data,
     test_bad_input_gets_openai_error_shape,
     test_body_over_limit_is_413,
     test_budget_skips_targets_that_could_overspend,
