@@ -322,7 +322,8 @@ def _model(fake: str, behaviour: str, transport: str, timeout_s: float,
     return model
 
 
-def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True) -> Path:
+def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True,
+                 tab_max_batch: int | None = None) -> Path:
     """The server's config: an ``ok`` model, one model per fault and transport, a route with
     each fault alone (``only-…``) and one with ``ok`` behind it (``fb-…``)."""
     refused = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
@@ -343,6 +344,8 @@ def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True) ->
         routes[f"hostile-{i}"] = {"targets": [f"hostile-{i}"]}
     specialists: dict[str, Any] = {"tab": {"class": "specialists.tab:TabSpecialist",
                                            "options": {"sample": True, "log_features": True}}}
+    if tab_max_batch is not None:  # 1: no batching, for the comparison
+        specialists["tab"]["options"]["max_batch"] = tab_max_batch
     if full:
         specialists["apply"] = {"class": "specialists.apply.specialist:ApplySpecialist"}
         specialists["retrieval"] = {
@@ -871,7 +874,8 @@ def section_durability(ctx: "Context") -> dict[str, Any]:
     tmp.mkdir()
     (tmp / "data").mkdir()
     with ctx.events_url("durability") as url:
-        config = write_config(tmp, ctx.fake, url, full=False)
+        config = write_config(tmp, ctx.fake, url, full=False,
+                              tab_max_batch=ctx.args.tab_max_batch)
         server = ENGINES[ctx.args.engine](config, free_port(), ctx.tmp / "cwd",
                                           tmp / "server.log", ctx.args.workers)
         ledger = Ledger()
@@ -1337,7 +1341,7 @@ def run_sections(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     budgets = QUICK_BUDGETS_S if args.quick else BUDGETS_S
     with fake_provider(tmp) as fake:
         # The main server's event store (SQLite) matters to no section; durability has its own.
-        config = write_config(tmp, fake, "")
+        config = write_config(tmp, fake, "", tab_max_batch=args.tab_max_batch)
         server = ENGINES[args.engine](config, free_port(), tmp / "cwd", tmp / "server.log",
                                       args.workers)
         ctx = Context(args, tmp, fake, server)
@@ -1375,7 +1379,8 @@ SECTION_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
 
 def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The headline keys at the top, the sections' detail below them."""
-    out: dict[str, Any] = {"engine": args.engine, "workers": args.workers, "quick": args.quick}
+    out: dict[str, Any] = {"engine": args.engine, "workers": args.workers, "quick": args.quick,
+                           "tab_max_batch": args.tab_max_batch}
     checks: list[bool] = []
     if "faults" in summary:
         f = summary["faults"]
@@ -1458,6 +1463,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default 1,2,4,8,16,32,64; quick 1,8)")
     parser.add_argument("--seconds", type=float, help="load: seconds per level (default 5; "
                         "quick 1)")
+    parser.add_argument("--tab-max-batch", type=int, metavar="N",
+                        help="Tab's max_batch option (default: the specialist's; 1 turns "
+                        "batching off)")
     parser.add_argument("--kills", type=int, help="durability: SIGKILLs (default 5; quick 3)")
     parser.add_argument("--fuzz-cases", type=int, help="fuzz: cases in all (default 2400; "
                         "quick 150)")
