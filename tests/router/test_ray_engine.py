@@ -67,7 +67,9 @@ def _config(fake: FakeFrontier, tmp: Path) -> dict[str, Any]:
         "retrieval": {"class": "retrieval.specialist:RetrievalSpecialist",
                       "options": {"allowed_root": str(tmp / "repos"), "embedder": "static",
                                   "index_dir": str(tmp / "data" / "indexes")}}})
-    data["specialists"]["sleeper"] = {"class": "tests.router.swap_specialists:Sleeper"}
+    data["specialists"]["sleeper"] = {"class": "tests.router.swap_specialists:Sleeper",
+                                      "options": {"seconds": 3.0,
+                                                  "mark": str(tmp / "sleeper-started")}}
     data["routes"]["slow"] = {"targets": ["sleeper"]}
     data["engine"] = {"ray": {"num_cpus": 4, "app_name": APP,
                               "deployments": {"tab": {"num_replicas": 2}}}}
@@ -310,11 +312,13 @@ def test_tab_replica_killed_mid_burst_is_replaced_and_requests_retried(
 
 def test_a_call_in_flight_when_its_replica_dies_is_sent_again(
         ray_server: dict[str, Any]) -> None:
-    """The sleeper's one replica is killed 0.5 s into a 1.5 s answer: the ingress sends the
-    call again, Serve holds it until the replacement is up, and the client gets its 200."""
+    """The sleeper's one replica is killed in the middle of a 3 s answer: the ingress sends
+    the call again, Serve holds it until the replacement is up, and the client gets its 200."""
     url, proc = ray_server["url"], ray_server["proc"]
     before = _replica_pids(proc.pid, "specialist-sleeper")
     assert len(before) == 1, before
+    mark = ray_server["tmp"] / "sleeper-started"
+    mark.unlink(missing_ok=True)
     answer: dict[str, Any] = {}
 
     def ask() -> None:
@@ -324,7 +328,11 @@ def test_a_call_in_flight_when_its_replica_dies_is_sent_again(
 
     thread = threading.Thread(target=ask)
     thread.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while not (mark.exists() and mark.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until the call is in the replica's hands
+    assert mark.read_text() == str(before[0])
+    time.sleep(0.3)
     os.kill(before[0], signal.SIGKILL)
     thread.join(timeout=180)
     assert answer["status"] == 200, answer
