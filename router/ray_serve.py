@@ -513,7 +513,14 @@ def _start_ray(config: Config, address: str | None) -> bool:
     common = dict(namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
                   logging_level=logging.WARNING)
     if address:
-        ray.init(address=address, **common)  # type: ignore[arg-type]
+        try:
+            ray.init(address=address, **common)  # type: ignore[arg-type]
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(
+                f"cannot attach to the Ray cluster at {address!r}: {first}. A cluster with "
+                "token authentication (Ray's local clusters have it) needs RAY_AUTH_MODE=token "
+                "and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN") from None
         return False
     os.environ.pop("RAY_ADDRESS", None)
     ray.init(address="local", num_cpus=cfg.num_cpus or _logical_cpus(config),
