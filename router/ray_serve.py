@@ -220,7 +220,8 @@ class SpecialistReplica:
 
     def health(self) -> dict[str, Any]:
         if self.error is not None:
-            return {"ok": False, "error": self.error, "replica": self.replica}
+            return {"ok": False, "error": self.error, "load_error": self.error,
+                    "replica": self.replica}
         return {**self.spec.health(), "replica": self.replica}
 
     def __del__(self) -> None:
@@ -268,10 +269,17 @@ class RemoteSpecialist(Specialist):
         self.retried = 0
         """Calls sent again because the replica they went to died under them."""
         self._helper: Any = None
+        self._errors: dict[str, str] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # lifecycle -----------------------------------------------------------------------
+    def report_to(self, errors: dict[str, str]) -> None:
+        """Keep ``errors`` (the registry's) saying whether the replicas failed to load, as
+        the single process's registry says of its own: routes count the specialist as down
+        and calls answer 503 naming the failure."""
+        self._errors = errors
+
     def setup(self) -> None:
         self._poll_health()
         self._thread = threading.Thread(target=self._health_loop, daemon=True,
@@ -295,6 +303,11 @@ class RemoteSpecialist(Specialist):
             return
         self._health = health
         self._version = str(health.get("version", self._version))
+        if self._errors is not None:
+            if health.get("load_error"):
+                self._errors[self.name] = str(health["load_error"])
+            else:
+                self._errors.pop(self.name, None)
 
     def health(self) -> dict[str, Any]:
         return {**self._health, "calls_retried": self.retried}
@@ -439,7 +452,10 @@ class Ingress:
         for name, handle in self.handles.items():
             klass, _ = check_block(name, self.config.specialists[name])
             specialists[name] = remote_specialist(name, klass, handle, app_name)
-        return create_app(self.config, registry=Registry(specialists))
+        registry = Registry(specialists)
+        for spec in specialists.values():
+            spec.report_to(registry.errors)  # type: ignore[attr-defined]
+        return create_app(self.config, registry=registry)
 
 
 # -- building and running the application -------------------------------------------------

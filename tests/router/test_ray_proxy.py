@@ -144,3 +144,20 @@ def test_health_is_the_last_report_and_says_when_none_came() -> None:
                                                                         "version": "5"}), "app")
     ok._poll_health()
     assert ok.health()["ok"] is True and ok.version == "5"
+
+
+def test_a_replica_that_failed_to_load_marks_the_specialist_failed_in_the_registry() -> None:
+    from router.errors import Unavailable
+    from router.registry import Registry
+
+    broken = {"ok": False, "error": "OSError: no model", "load_error": "OSError: no model"}
+    spec = remote_specialist("apply", ApplySpecialist, FakeHandle(health=broken), "app")
+    registry = Registry({"apply": spec})
+    spec.report_to(registry.errors)
+    spec._poll_health()
+    assert registry.errors == {"apply": "OSError: no model"}
+    with pytest.raises(Unavailable, match="failed to load: OSError: no model"):
+        registry.get("apply")
+    spec.handle.health = _Method([{"ok": True, "version": "1"}])  # a healthy replica now
+    spec._poll_health()
+    assert registry.errors == {} and registry.get("apply") is spec
