@@ -283,8 +283,8 @@ class RayConfig(_Strict):
     the HTTP ingress. Without ``address`` a local cluster is started and stopped with it."""
 
     address: str | None = None
-    """An existing cluster (``ray://host:10001`` or ``host:6379``); else ``RAY_ADDRESS``,
-    else a local cluster."""
+    """An existing cluster's head (``host:6379``); else ``RAY_ADDRESS``, else a local
+    cluster."""
     num_cpus: int | None = Field(None, ge=1)
     """CPUs the local cluster offers (default: the machine's); unused with ``address``."""
     object_store_mb: int = Field(200, ge=80)

@@ -22,7 +22,7 @@ def _config(ray: dict[str, Any], **engine: Any) -> Any:
 
 
 def test_a_full_section_parses() -> None:
-    config = _config({"address": "ray://head:10001", "object_store_mb": 300,
+    config = _config({"address": "head:6379", "object_store_mb": 300,
                       "ingress": {"num_replicas": 1, "max_ongoing_requests": 128},
                       "deployments": {
                           "tab": {"autoscaling_config": {"min_replicas": 1, "max_replicas": 4,
@@ -30,7 +30,7 @@ def test_a_full_section_parses() -> None:
                                   "ray_actor_options": {"num_cpus": 2, "memory": 2 ** 30}},
                           "apply": {"num_replicas": 2}}}, kind="ray")
     ray = config.engine.ray
-    assert config.engine.kind == "ray" and ray.address == "ray://head:10001"
+    assert config.engine.kind == "ray" and ray.address == "head:6379"
     assert ray.deployments["tab"].autoscaling_config.max_replicas == 4
     assert ray.deployments["tab"].ray_actor_options.options() == {"num_cpus": 2.0,
                                                                   "memory": 2 ** 30}
@@ -50,7 +50,7 @@ def test_a_full_section_parses() -> None:
      "min_replicas (3) is above max_replicas (2)"),
     ({"deployments": {"tab": {"ray_actor_options": {"num_cpu": 1}}}},
      "ray_actor_options.num_cpu: Extra inputs are not permitted"),
-    ({"adress": "ray://x:10001"}, "engine.ray.adress"),
+    ({"adress": "x:6379"}, "engine.ray.adress"),
     ({"app_name": "a b"}, "engine.ray.app_name"),
 ])
 def test_bad_section_names_the_key(ray: dict[str, Any], needle: str) -> None:
