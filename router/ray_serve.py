@@ -46,7 +46,8 @@ log = logging.getLogger("complement.ray")
 
 NAMESPACE = "complement"
 #: Methods a remote specialist never forwards: its lifecycle is its replica's.
-_LOCAL_ONLY = frozenset({"setup", "close", "health", "submit", "swap", "paused", "parse"})
+_LOCAL_ONLY = frozenset({"setup", "close", "health", "submit", "swap", "paused", "parse",
+                         "start_workers"})
 #: How often a Tab replica asks the board for a new policy (and says it is alive).
 POLL_S = 0.2
 #: A replica silent for longer than this is gone (killed, or scaled down).
@@ -170,6 +171,9 @@ class SpecialistReplica:
             log.exception("specialist %s failed to load", name)
             self.error = f"{type(exc).__name__}: {exc}"
             return
+        start_workers = getattr(self.spec, "start_workers", None)
+        if callable(start_workers):  # a model's workers up before the replica says ready
+            start_workers()
         if callable(getattr(self.spec, "swap", None)):
             self._sync_store(data_dir)
             self.watcher = _PolicyWatcher(self.spec, self.replica, app_name).start()

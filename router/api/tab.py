@@ -183,10 +183,10 @@ async def deploy(body: DeployBody, request: Request,
     policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
     previous = await run_in_threadpool(swap, policy)
     store.set_deployed(body.version)
+    events = getattr(request.app.state, "events", None)
     # with replicas (--engine ray): which switched when, for the deploy log
     report = getattr(spec, "swap_report", None)
     detail = report() if callable(report) else {}
-    events = getattr(request.app.state, "events", None)
     if events is not None:
         await run_in_threadpool(events.record_deploy, str(body.version), body.event,
                                 previous=previous, **detail)
