@@ -37,7 +37,10 @@ Prints a line per step on stderr, then the JSON summary as the last line of stdo
 concurrency; ``ok`` (every invariant held; the exit status is 1 when not).
 
 ``--engine`` names how the server runs (``ENGINES``): ``single`` is ``complement serve``
-(``--workers`` processes). A Ray Serve engine is to come (issue 18) as one more entry.
+(``--workers`` processes); ``ray`` is ``complement serve --engine ray`` (a local cluster the
+command starts; ``--workers`` Tab replicas). With ``ray`` the faults section also SIGKILLs a
+Tab replica mid-burst (``replica_kill``: every request answered, the replica replaced), and
+the durability kills go round the whole server, a Tab replica and the ingress replica.
 """
 
 from __future__ import annotations
@@ -158,9 +161,94 @@ def single_process(config: Path, port: int, cwd: Path, log_path: Path, workers: 
                   port, cwd, log_path)
 
 
-#: How the server under test runs. Issue 18's Ray Serve part adds ``"ray"`` here: a function
-#: with the same signature whose ``Server`` starts the config under Ray Serve.
-ENGINES: dict[str, Callable[[Path, int, Path, Path, int], Server]] = {"single": single_process}
+def _port_closed(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) != 0
+
+
+class RayServer(Server):
+    """Stopped with SIGTERM to the command alone (it takes its cluster down in order); a
+    kill is SIGKILL to the whole group, then a wait until the port is let go of — the
+    cluster's workers, which are not in the group, need a few seconds to notice."""
+
+    def kill(self) -> None:
+        super().kill()
+        deadline = time.monotonic() + 60
+        while not _port_closed(self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+
+def ray_serve(config: Path, port: int, cwd: Path, log_path: Path, tab_replicas: int) -> Server:
+    """``complement serve --engine ray``: a local Ray cluster started by the command, each
+    specialist its own deployment, ``tab_replicas`` Tab replicas (``--workers``)."""
+    data = yaml.safe_load(config.read_text())
+    data["engine"] = {"ray": {"deployments": {"tab": {"num_replicas": tab_replicas}}}}
+    ray_config = config.with_name(f"{config.stem}-ray.yaml")
+    ray_config.write_text(yaml.safe_dump(data, sort_keys=False))
+    return RayServer([sys.executable, "-m", "router.cli", "serve", "--engine", "ray",
+                      "--config", str(ray_config), "--port", str(port), "--log-level",
+                      "warning"], port, cwd, log_path)
+
+
+#: How the server under test runs: a function building its ``Server`` from the config.
+ENGINES: dict[str, Callable[[Path, int, Path, Path, int], Server]] = {
+    "single": single_process, "ray": ray_serve}
+
+
+def replica_pids(server: Server, deployment: str, app: str = "complement") -> list[int]:
+    """The processes of a Ray Serve deployment's replicas under ``server`` (its local
+    cluster's workers are its descendants)."""
+    if server.proc is None:
+        return []
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            names[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+    def under(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == server.proc.pid:  # type: ignore[union-attr]
+                return True
+        return False
+
+    wanted = f"ServeReplica:{app}:{deployment}"
+    return sorted(pid for pid, cmd in names.items()
+                  if cmd.startswith("ray::") and wanted in cmd and under(pid))
+
+
+def kill_replica(server: Server, deployment: str, timeout: float = 120) -> dict[str, Any]:
+    """SIGKILL one replica of ``deployment``; wait until Serve has replaced it."""
+    before = replica_pids(server, deployment)
+    if not before:
+        raise SystemExit(f"no replica of {deployment} found under the server")
+    victim = before[0]
+    os.kill(victim, signal.SIGKILL)
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        now = replica_pids(server, deployment)
+        if len(now) == len(before) and victim not in now:
+            return {"killed": victim, "replaced_in_s": round(time.monotonic() - started, 2)}
+        time.sleep(0.2)
+    return {"killed": victim, "replaced_in_s": None}
 
 
 @contextmanager
@@ -234,7 +322,8 @@ def _model(fake: str, behaviour: str, transport: str, timeout_s: float,
     return model
 
 
-def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True) -> Path:
+def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True,
+                 tab_max_batch: int | None = None) -> Path:
     """The server's config: an ``ok`` model, one model per fault and transport, a route with
     each fault alone (``only-…``) and one with ``ok`` behind it (``fb-…``)."""
     refused = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
@@ -255,6 +344,8 @@ def write_config(tmp: Path, fake: str, events_url: str, *, full: bool = True) ->
         routes[f"hostile-{i}"] = {"targets": [f"hostile-{i}"]}
     specialists: dict[str, Any] = {"tab": {"class": "specialists.tab:TabSpecialist",
                                            "options": {"sample": True, "log_features": True}}}
+    if tab_max_batch is not None:  # 1: no batching, for the comparison
+        specialists["tab"]["options"]["max_batch"] = tab_max_batch
     if full:
         specialists["apply"] = {"class": "specialists.apply.specialist:ApplySpecialist"}
         specialists["retrieval"] = {
@@ -424,8 +515,11 @@ def section_load(ctx: "Context") -> dict[str, Any]:
             f" errors {row['errors'] or 'none'}")
         if over_at is None and (tab["p99_ms"] or 0) > TAB_P99_LIMIT_MS:
             over_at = level
+    tab = httpx.get(f"{url}/readyz", timeout=10).json()["specialists"].get("tab", {})
     return {"levels": per_level, "tab_p99_over_50ms_at": over_at,
-            "errors_total": sum(sum(r["errors"].values()) for r in per_level.values())}
+            "errors_total": sum(sum(r["errors"].values()) for r in per_level.values()),
+            # how the Tab model worker batched (with Ray: the replica /readyz asked)
+            "tab_worker": tab.get("worker")}
 
 
 # -- faults ----------------------------------------------------------------------------------
@@ -546,8 +640,52 @@ def section_faults(ctx: "Context") -> dict[str, Any]:
     for name, row in results.items():
         log(f"  {name:<24} {row['fallback']} fallbacks, {row['clear_error']} clear errors"
             + (f", BAD: {row['bad']}" if row["bad"] else ""))
-    return {"kinds": results, "faults_total": len(FAULTS), "faults_survived": len(survived),
-            "requests": len(jobs)}
+    out = {"kinds": results, "faults_total": len(FAULTS), "faults_survived": len(survived),
+           "requests": len(jobs)}
+    if ctx.args.engine == "ray":
+        out["replica_kill"] = replica_kill_burst(ctx.server)
+    return out
+
+
+def replica_kill_burst(server: Server, clients: int = 8, seconds: float = 6.0) -> dict[str, Any]:
+    """A Tab replica SIGKILLed a second into a burst of keystrokes: every request must still
+    be answered (the ingress sends a call that met the dead replica again) and Serve must
+    start a replacement."""
+    codes: dict[int, int] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+    bodies = tab_bodies(16, seed=7)
+
+    def editor(k: int) -> None:
+        with httpx.Client(base_url=server.url, timeout=HANG_S) as client:
+            i = k
+            while not stop.is_set():
+                try:
+                    status = client.post("/v1/tab", json=bodies[i % len(bodies)]).status_code
+                except httpx.TransportError:
+                    status = 0
+                i += 1
+                with lock:
+                    codes[status] = codes.get(status, 0) + 1
+
+    def ready_tab() -> dict[str, Any]:
+        return httpx.get(f"{server.url}/readyz", timeout=10).json()["specialists"]["tab"]
+
+    retried_before = ready_tab().get("calls_retried", 0)
+    threads = [threading.Thread(target=editor, args=(k,), daemon=True) for k in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    kill = kill_replica(server, "specialist-tab")
+    time.sleep(max(0.0, seconds - 1.0))
+    stop.set()
+    for t in threads:
+        t.join(timeout=HANG_S)
+    row = {**kill, "requests": sum(codes.values()), "statuses": codes,
+           "failed": sum(n for code, n in codes.items() if code != 200),
+           "calls_retried": ready_tab().get("calls_retried", 0) - retried_before}
+    log(f"  tab replica killed mid-burst: {row}")
+    return row
 
 
 # -- durability ------------------------------------------------------------------------------
@@ -664,16 +802,22 @@ def _run(targets: list[tuple[Callable[..., None], int]], url: str, ledger: Ledge
 
 
 def _kill_round(server: Server, ledger: Ledger, round_: int, rng: random.Random,
-                quick: bool) -> float:
+                quick: bool, kill: Callable[[], None] | None = None) -> float:
     """Tab actions for a while; then feedback streams in (with more keystrokes beside it)
-    and the server is killed at a random moment of it. The seconds into the stream."""
+    and the server (or ``kill``'s victim) is killed at a random moment of it. The seconds
+    into the stream."""
     base = round_ * 100
     _run([(_editor, base + k) for k in range(6)], server.url, ledger, 1.0 if quick else 3.0)
     seconds = rng.uniform(0.3, 1.0) if quick else rng.uniform(0.5, 3.0)
     _run([(_feedback_stream, base + 10 + k) for k in range(6)]
          + [(_editor, base + 20 + k) for k in range(2)], server.url, ledger, seconds,
-         kill=server.kill)
+         kill=kill or server.kill)
     return seconds
+
+
+#: With Ray, the kills go round: the whole server (its local cluster with it), a Tab
+#: replica, the ingress replica (where the event store is written).
+RAY_VICTIMS = ("server", "specialist-tab", "ingress")
 
 
 def _retry_in_flight(server: Server, ledger: Ledger) -> int:
@@ -730,7 +874,8 @@ def section_durability(ctx: "Context") -> dict[str, Any]:
     tmp.mkdir()
     (tmp / "data").mkdir()
     with ctx.events_url("durability") as url:
-        config = write_config(tmp, ctx.fake, url, full=False)
+        config = write_config(tmp, ctx.fake, url, full=False,
+                              tab_max_batch=ctx.args.tab_max_batch)
         server = ENGINES[ctx.args.engine](config, free_port(), ctx.tmp / "cwd",
                                           tmp / "server.log", ctx.args.workers)
         ledger = Ledger()
@@ -738,17 +883,28 @@ def section_durability(ctx: "Context") -> dict[str, Any]:
         rng = random.Random(18)
         server.start()
         kills = 0
+        victims: dict[str, int] = {}
         try:
             for round_ in range(ctx.args.kills):
                 if ctx.out_of_time("durability"):
                     break
-                seconds = _kill_round(server, ledger, round_, rng, ctx.args.quick)
+                victim = RAY_VICTIMS[round_ % 3] if ctx.args.engine == "ray" else "server"
+                replaced: list[dict[str, Any]] = []
+                kill = None if victim == "server" else \
+                    (lambda v=victim: replaced.append(kill_replica(server, v)))
+                seconds = _kill_round(server, ledger, round_, rng, ctx.args.quick, kill)
                 kills += 1
-                server.start()
+                victims[victim] = victims.get(victim, 0) + 1
+                if victim == "server":
+                    server.start()
+                    took = f"restart took {server.starts[-1]}s"
+                else:
+                    _wait_ready(server)
+                    took = f"replaced in {replaced[0]['replaced_in_s']}s"
                 retried += _retry_in_flight(server, ledger)
-                log(f"durability: kill {kills}, {seconds:.1f}s into the feedback; acknowledged "
-                    f"so far {len(ledger.actions)} actions, {len(ledger.feedback)} feedback; "
-                    f"{retried} retried after restarts; restart took {server.starts[-1]}s")
+                log(f"durability: kill {kills} ({victim}), {seconds:.1f}s into the feedback; "
+                    f"acknowledged so far {len(ledger.actions)} actions, "
+                    f"{len(ledger.feedback)} feedback; {retried} retried after restarts; {took}")
             resent = _resend_all(server, ledger)
         finally:
             server.stop()
@@ -756,11 +912,24 @@ def section_durability(ctx: "Context") -> dict[str, Any]:
     lost = (check["lost_actions"] + check["lost_feedback"] + resent.get("recorded", 0)
             + ledger.recorded_again)
     return {"kills": kills, "store": "postgresql" if url.startswith("postgresql") else "sqlite",
+            "victims": victims,
             "acknowledged": check["acknowledged_actions"] + check["acknowledged_feedback"],
             **check, "acknowledged_lost": lost, "retried_after_restart": retried,
             "resent_answers": resent, "recorded_again": ledger.recorded_again,
             "client_errors": ledger.errors,
             "restart_s": server.starts, "server_log_errors": log_errors(tmp / "server.log")}
+
+
+def _wait_ready(server: Server, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{server.url}/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the server at {server.url} was not ready again in {timeout:.0f}s")
 
 
 def server_url_of(config: Path) -> str:
@@ -1172,7 +1341,7 @@ def run_sections(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     budgets = QUICK_BUDGETS_S if args.quick else BUDGETS_S
     with fake_provider(tmp) as fake:
         # The main server's event store (SQLite) matters to no section; durability has its own.
-        config = write_config(tmp, fake, "")
+        config = write_config(tmp, fake, "", tab_max_batch=args.tab_max_batch)
         server = ENGINES[args.engine](config, free_port(), tmp / "cwd", tmp / "server.log",
                                       args.workers)
         ctx = Context(args, tmp, fake, server)
@@ -1210,12 +1379,18 @@ SECTION_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
 
 def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     """The headline keys at the top, the sections' detail below them."""
-    out: dict[str, Any] = {"engine": args.engine, "workers": args.workers, "quick": args.quick}
+    out: dict[str, Any] = {"engine": args.engine, "workers": args.workers, "quick": args.quick,
+                           "tab_max_batch": args.tab_max_batch}
     checks: list[bool] = []
     if "faults" in summary:
         f = summary["faults"]
         out.update(faults_total=f["faults_total"], faults_survived=f["faults_survived"])
         checks.append(f["faults_survived"] == f["faults_total"])
+        if "replica_kill" in f:
+            k = f["replica_kill"]
+            out["replica_kill"] = {key: k[key] for key in ("requests", "failed",
+                                                            "calls_retried", "replaced_in_s")}
+            checks.append(k["failed"] == 0 and k["replaced_in_s"] is not None)
     if "durability" in summary:
         d = summary["durability"]
         out.update(kills=d["kills"], acknowledged=d["acknowledged"],
@@ -1235,7 +1410,8 @@ def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
                       and h["hostile_unexpected"] == 0 and h["written_outside"] == 0
                       and h["server_alive_after"])
     if "load" in summary:  # keyed by server kind: the engine, and its processes if several
-        kind = args.engine if args.workers == 1 else f"{args.engine}-{args.workers}-workers"
+        unit = "tab-replicas" if args.engine == "ray" else "workers"
+        kind = args.engine if args.workers == 1 else f"{args.engine}-{args.workers}-{unit}"
         out["load"] = {kind: summary["load"]["levels"]}
         out["tab_p99_over_50ms_at"] = {kind: summary["load"]["tab_p99_over_50ms_at"]}
     errors = summary.get("server_log_errors", []) + summary.get("durability", {}).get(
@@ -1281,11 +1457,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="a smoke run: few levels, short, few cases (CI runs this)")
     parser.add_argument("--engine", choices=sorted(ENGINES), default="single",
                         help="how the server runs (default single: complement serve)")
-    parser.add_argument("--workers", type=int, default=1, help="server processes (single)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes (single) or Tab replicas (ray)")
     parser.add_argument("--levels", type=_levels, help="load: concurrency levels "
                         "(default 1,2,4,8,16,32,64; quick 1,8)")
     parser.add_argument("--seconds", type=float, help="load: seconds per level (default 5; "
                         "quick 1)")
+    parser.add_argument("--tab-max-batch", type=int, metavar="N",
+                        help="Tab's max_batch option (default: the specialist's; 1 turns "
+                        "batching off)")
     parser.add_argument("--kills", type=int, help="durability: SIGKILLs (default 5; quick 3)")
     parser.add_argument("--fuzz-cases", type=int, help="fuzz: cases in all (default 2400; "
                         "quick 150)")

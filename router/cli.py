@@ -8,9 +8,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from router.errors import ConfigError
+
+if TYPE_CHECKING:
+    from router.config import Config
 
 __all__ = ["build_parser", "main"]
 
@@ -53,6 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         except ValidationError as exc:
             msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
             raise ConfigError(f"--host/--port: {msg}") from None
+    if (args.engine or config.engine.kind) == "ray":
+        return _serve_ray(args, config)
     print(f"complement: serving on http://{config.server.host}:{config.server.port} "
           f"(routes: {', '.join(config.routes) or 'none'}; specialists: "
           f"{', '.join(config.specialists) or 'none'}; workers: {args.workers})", flush=True)
@@ -65,6 +70,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         uvicorn.run(create_app(config), **common)
     return 0
+
+
+def _serve_ray(args: argparse.Namespace, config: "Config") -> int:
+    if args.workers > 1:
+        raise ConfigError("--workers is for the single-process engine; with --engine ray set "
+                          "replicas under engine.ray.deployments (and engine.ray.ingress)")
+    try:
+        from router.ray_serve import serve_ray
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "ray":
+            raise ConfigError("--engine ray needs Ray Serve: pip install -e '.[ray]'") from None
+        raise
+    print(f"complement: starting Ray Serve for http://{config.server.host}:"
+          f"{config.server.port} (specialists: {', '.join(config.specialists) or 'none'}, "
+          "one deployment each)", flush=True)
+    return serve_ray(config, address=args.ray_address, log_level=args.log_level)
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -137,6 +158,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (default: server.port, 8000)")
     serve.add_argument("--workers", type=_positive_int, default=1,
                        help="worker processes (default 1; each loads its own specialists)")
+    serve.add_argument("--engine", choices=["single", "ray"],
+                       help="single: one uvicorn process (--workers N); ray: each specialist "
+                            "a Ray Serve deployment (engine.ray in the config; needs the "
+                            "[ray] extra). Default: engine.kind, single")
+    serve.add_argument("--ray-address", metavar="ADDRESS",
+                       help="with --engine ray: an existing cluster (default: "
+                            "engine.ray.address, then RAY_ADDRESS, else a local cluster "
+                            "started and stopped with the command)")
     serve.add_argument("--log-level", default="info",
                        choices=["critical", "error", "warning", "info", "debug"])
     serve.set_defaults(func=cmd_serve)

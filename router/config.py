@@ -22,9 +22,12 @@ __all__ = [
     "CircuitConfig",
     "Config",
     "EventsConfig",
+    "EngineConfig",
     "EventsPoolConfig",
     "FrontierConfig",
     "ModelConfig",
+    "RayConfig",
+    "RayDeploymentConfig",
     "RetryConfig",
     "RouteConfig",
     "ServerConfig",
@@ -228,6 +231,76 @@ class EventsConfig(_Strict):
                 "pool": PoolOptions(**self.pool.model_dump())}
 
 
+class RayActorOptions(_Strict):
+    """What one replica asks of the cluster (Ray's ``ray_actor_options``)."""
+
+    num_cpus: float | None = Field(None, ge=0)
+    num_gpus: float | None = Field(None, ge=0)
+    memory: int | None = Field(None, ge=0)
+    """Bytes of memory the scheduler reserves for the replica."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom resources (``{"tab_node": 1}``) that pin replicas to nodes offering them."""
+
+    def options(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, exclude_defaults=True)
+
+
+class RayAutoscalingConfig(_Strict):
+    """Bounds for Ray Serve's autoscaler; replaces a fixed ``num_replicas``."""
+
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(1, ge=1)
+    target_ongoing_requests: float = Field(2.0, gt=0)
+    """Requests in flight per replica the autoscaler aims at."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "RayAutoscalingConfig":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"min_replicas ({self.min_replicas}) is above max_replicas "
+                             f"({self.max_replicas})")
+        return self
+
+
+class RayDeploymentConfig(_Strict):
+    """One Ray Serve deployment: a specialist's replicas, or the HTTP ingress's."""
+
+    num_replicas: int | None = Field(None, ge=1)
+    """Fixed replica count (default 1); leave unset when ``autoscaling_config`` is given."""
+    max_ongoing_requests: int | None = Field(None, ge=1)
+    """Requests one replica takes at once (default: 64 for tab and the ingress, 16 else)."""
+    ray_actor_options: RayActorOptions = Field(default_factory=RayActorOptions)
+    autoscaling_config: RayAutoscalingConfig | None = None
+
+    @model_validator(mode="after")
+    def _replicas_or_autoscaling(self) -> "RayDeploymentConfig":
+        if self.num_replicas is not None and self.autoscaling_config is not None:
+            raise ValueError("give num_replicas or autoscaling_config, not both")
+        return self
+
+
+class RayConfig(_Strict):
+    """``complement serve --engine ray``: each specialist a Ray Serve deployment, the router
+    the HTTP ingress. Without ``address`` a local cluster is started and stopped with it."""
+
+    address: str | None = None
+    """An existing cluster's head (``host:6379``); else ``RAY_ADDRESS``, else a local
+    cluster."""
+    num_cpus: int | None = Field(None, ge=1)
+    """CPUs the local cluster offers (default: the machine's); unused with ``address``."""
+    object_store_mb: int = Field(200, ge=80)
+    """The local cluster's object store (requests and answers are small)."""
+    ingress: RayDeploymentConfig = Field(default_factory=RayDeploymentConfig)
+    deployments: dict[str, RayDeploymentConfig] = Field(default_factory=dict)
+    """Per specialist (by its name under ``specialists:``); unnamed ones get one replica."""
+    app_name: str = Field("complement", pattern=r"^[A-Za-z0-9_-]+$")
+
+
+class EngineConfig(_Strict):
+    kind: Literal["single", "ray"] = "single"
+    """What ``complement serve`` runs unless ``--engine`` says otherwise."""
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+
 class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     data_dir: str = "~/.complement"
@@ -237,6 +310,7 @@ class Config(_Strict):
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     specialists: dict[str, SpecialistConfig] = Field(default_factory=dict)
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
     env_refs: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
     """Which environment variables each key path was read from (for messages)."""
 
@@ -262,6 +336,11 @@ class Config(_Strict):
             if name not in self.routes:
                 raise ValueError(f"workspace.verify.routes.{name}: no route {name!r} under "
                                  f"'routes:' (known: {sorted(self.routes)})")
+        enabled = sorted(n for n, block in self.specialists.items() if block.enabled)
+        for name in self.engine.ray.deployments:
+            if name not in enabled:
+                raise ValueError(f"engine.ray.deployments.{name}: no enabled specialist "
+                                 f"{name!r} under 'specialists:' (known: {enabled})")
         return self
 
     def data_path(self) -> Path:

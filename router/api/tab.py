@@ -70,8 +70,12 @@ async def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("
 
 
 async def answer_async(spec: Any, payload: dict[str, Any]) -> Any:
-    """``spec``'s Result for ``payload`` without blocking the event loop: through its model
-    worker when it has one (``submit``), else its ``answer`` in the thread pool."""
+    """``spec``'s Result for ``payload`` without blocking the event loop: awaited when it
+    answers asynchronously (``answer_async``), through its model worker when it has one
+    (``submit``), else its ``answer`` in the thread pool."""
+    remote = getattr(spec, "answer_async", None)
+    if remote is not None:  # a specialist in another process (--engine ray): awaited
+        return await remote(payload)
     submit = getattr(spec, "submit", None)
     if submit is None:
         return await run_in_threadpool(spec.answer, payload)
@@ -181,10 +185,13 @@ async def deploy(body: DeployBody, request: Request,
         previous = await run_in_threadpool(swap, policy)
         store.set_deployed(body.version)
     events = getattr(request.app.state, "events", None)
+    # with replicas (--engine ray): which switched when, for the deploy log
+    report = getattr(spec, "swap_report", None)
+    detail = report() if callable(report) else {}
     if events is not None:
         await run_in_threadpool(events.record_deploy, str(body.version), body.event,
-                                previous=previous)
-    return {"deployed": body.version, "previous": previous, "event": body.event}
+                                previous=previous, **detail)
+    return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
 
 
 def _deploy_lock(state: Any) -> asyncio.Lock:

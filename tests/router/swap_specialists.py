@@ -106,3 +106,26 @@ class SlowStarter(Specialist):
 
     def answer(self, request: Mapping[str, Any]) -> Result:
         return Result(output="ready", confidence=1.0)
+
+
+class Sleeper(Specialist):
+    """Answers after ``seconds``, having written its process id to ``mark`` (when given) as
+    it starts: a test kills its replica once a call is surely in its hands."""
+
+    kind = "chat"
+    version = "sleep-1"
+
+    def __init__(self, seconds: float = 1.5, mark: str | None = None) -> None:
+        super().__init__(seconds=seconds, mark=mark)
+        self.seconds = seconds
+        self.mark = mark
+
+    def answer(self, request: Mapping[str, Any]) -> Result:
+        import os
+        import time
+
+        if self.mark:
+            with open(self.mark, "w") as fh:
+                fh.write(str(os.getpid()))
+        time.sleep(self.seconds)
+        return Result(output=f"slept in {os.getpid()}", confidence=1.0)

@@ -16,7 +16,12 @@ from tests.fakes.fake_frontier import FakeFrontier
 
 
 def make_config(fake: FakeFrontier, data_dir: Path, **server: Any) -> Any:
-    return parse_config({
+    return parse_config(config_data(fake, data_dir, **server), env={})
+
+
+def config_data(fake: FakeFrontier, data_dir: Path, **server: Any) -> dict[str, Any]:
+    """The suite's config as YAML data (tests/router/test_ray_engine.py serves it on Ray)."""
+    return {
         "server": {"max_body_bytes": 20_000, **server},
         "data_dir": str(data_dir),
         "frontier": {"retry": {"attempts": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.02},
@@ -38,7 +43,7 @@ def make_config(fake: FakeFrontier, data_dir: Path, **server: Any) -> Any:
             "cheap": {"targets": ["big"], "budget": {"max_cost_usd": 0.001}},
         },
         "specialists": {"local": {"class": "tests.router.swap_specialists:Abstainer"}},
-    }, env={})
+    }
 
 
 @pytest.fixture
