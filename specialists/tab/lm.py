@@ -214,6 +214,10 @@ class _FastGPT2:
         and with ``keep`` each one-segment row's KV cache extended by its tokens."""
         torch, F = self.torch, self.F
         B = len(rows)
+        if B == 1 and len(rows[0][0]) == 1:  # one sequence: no padding, no mask to build
+            segments, past = rows[0]
+            hidden, extended = self.forward(torch.tensor([list(segments[0])]), past)
+            return hidden, [extended if keep else None]
         flat: list[list[int]] = []
         segs: list[list[int]] = []
         pos: list[list[int]] = []

@@ -379,3 +379,29 @@ def test_version_stats_and_deploy_log(store: EventStore) -> None:
     assert [e["event"] for e in log] == ["turn", "deploy"] and log[0]["turnaround_s"] == 12.5
     with pytest.raises(ConflictError, match="already used"):
         store.record_action(act("a", "v1"))
+
+
+def test_sqlite_commits_never_checkpoint_and_a_thread_of_its_own_does(tmp_path: Path) -> None:
+    """A commit that crossed SQLite's automatic checkpoint waited for the log's copy into
+    the database and its sync (Tab answers wait for their row's commit: 0.1-1 s stalls
+    under load). The store's connections turn that off; its checkpoint thread moves the log
+    into the database file instead."""
+    store = EventStore(sqlite_url(tmp_path))
+    db = tmp_path / "events.sqlite3"
+    try:
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+        store._checkpointer.stop()  # hold it: the rows stay in the log
+        size = db.stat().st_size
+        features = {"hidden": [0.123456789] * 3000}
+        store.record_actions([ActionRecord(f"r{i}", "v1", "none", -0.5, False, features=features)
+                              for i in range(200)])
+        assert db.stat().st_size == size, "a commit checkpointed"
+        store._checkpointer = type(store._checkpointer)(store.engine, every_s=0.05)
+        deadline = time.monotonic() + 10
+        while db.stat().st_size == size and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert db.stat().st_size > size + 1_000_000, "the checkpoint thread moved the log in"
+        assert len(store.labelled("v1")) == 200 and store.counts()["actions"] == 200
+    finally:
+        store.close()
