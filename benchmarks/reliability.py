@@ -211,28 +211,9 @@ def replica_pids(server: Server, deployment: str, app: str = "complement") -> li
     cluster's workers are its descendants)."""
     if server.proc is None:
         return []
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            names[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    from router.ray_serve import replica_pids as pids
 
-    def under(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 0)
-            if pid == server.proc.pid:  # type: ignore[union-attr]
-                return True
-        return False
-
-    wanted = f"ServeReplica:{app}:{deployment}"
-    return sorted(pid for pid, cmd in names.items()
-                  if cmd.startswith("ray::") and wanted in cmd and under(pid))
+    return pids(server.proc.pid, deployment, app)
 
 
 def kill_replica(server: Server, deployment: str, timeout: float = 120) -> dict[str, Any]:

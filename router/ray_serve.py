@@ -40,7 +40,7 @@ from router.registry import Registry, build, check_block
 from specialists.base import Result, Specialist, SpecialistError
 
 __all__ = ["Ingress", "PolicyBoard", "RemoteSpecialist", "SpecialistReplica", "build_app",
-           "serve_ray"]
+           "ray_workers", "replica_pids", "serve_ray"]
 
 log = logging.getLogger("complement.ray")
 
@@ -572,10 +572,10 @@ def serve_ray(config: Config, *, address: str | None = None, log_level: str = "i
         print(f"complement: ray engine ready on http://{config.server.host}:"
               f"{config.server.port} (cluster {where}, {'local' if ours else 'existing'}; "
               f"replica logs under the session's logs/serve)", flush=True)
-        workers = _ray_workers() if ours else {}
+        workers = ray_workers() if ours else {}
         while not stop.wait(0.5):
             if ours and int(time.monotonic()) % 5 == 0:
-                workers.update(_ray_workers())
+                workers.update(ray_workers())
     finally:
         _take_down(app_name, board, ours)
     if ours:
@@ -603,8 +603,9 @@ def _wait_for_port(host: str, port: int, timeout_s: float = 15.0) -> None:
         time.sleep(0.5)
 
 
-def _ray_workers() -> dict[int, str]:
-    """This command's local cluster's worker processes (its descendants named ``ray::``)."""
+def ray_workers(root: int | None = None) -> dict[int, str]:
+    """The Ray worker processes (named ``ray::``) among ``root``'s descendants (default:
+    this command's, i.e. its local cluster's), with their command lines."""
     from pathlib import Path
 
     parents: dict[int, int] = {}
@@ -617,16 +618,24 @@ def _ray_workers() -> dict[int, str]:
             except OSError:
                 continue
             parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    me = os.getpid()
+    top = os.getpid() if root is None else root
 
-    def mine(pid: int) -> bool:
+    def under(pid: int) -> bool:
         while pid > 1:
             pid = parents.get(pid, 0)
-            if pid == me:
+            if pid == top:
                 return True
         return False
 
-    return {pid: cmd for pid, cmd in names.items() if cmd.startswith("ray::") and mine(pid)}
+    return {pid: cmd for pid, cmd in names.items() if cmd.startswith("ray::") and under(pid)}
+
+
+def replica_pids(root: int, deployment: str, app: str = "complement") -> list[int]:
+    """The processes of a Serve deployment's replicas in the local cluster that
+    ``complement serve --engine ray`` (process ``root``) started: for tests and benchmarks
+    that kill one."""
+    wanted = f"ServeReplica:{app}:{deployment}"
+    return sorted(pid for pid, cmd in ray_workers(root).items() if wanted in cmd)
 
 
 def _reap(workers: dict[int, str]) -> None:

@@ -243,27 +243,9 @@ def test_hot_swap_reaches_every_tab_replica(ray_server: dict[str, Any]) -> None:
 
 def _replica_pids(root: int, deployment: str = "specialist-tab") -> list[int]:
     """A deployment's replica processes among ``root``'s descendants (the local cluster's)."""
-    parents: dict[int, int] = {}
-    names: dict[int, str] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            names[int(entry.name)] = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    from router.ray_serve import replica_pids
 
-    def under(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 0)
-            if pid == root:
-                return True
-        return False
-
-    return sorted(pid for pid, cmd in names.items()
-                  if f"ServeReplica:{APP}:{deployment}" in cmd and under(pid))
+    return replica_pids(root, deployment, APP)
 
 
 def test_tab_replica_killed_mid_burst_is_replaced_and_requests_retried(
