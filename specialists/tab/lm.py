@@ -170,15 +170,23 @@ class _FastGPT2:
 
     def forward(self, ids: Any, past: list | None) -> tuple[Any, list]:
         """ids (B, T) after ``past`` (per layer (k, v) of (B, H, P, D)) -> final hidden (B, T, C)."""
-        torch, F = self.torch, self.F
-        B, T = ids.shape
+        torch = self.torch
+        T = ids.shape[1]
         P = 0 if past is None else past[0][0].shape[2]
         x = self.wte[ids] + self.wpe[P : P + T]  # (B, T, C)
-        C = x.shape[-1]
-        H, D = self.n_head, C // self.n_head
         mask = None
         if past is not None and T > 1:
             mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
+        return self._blocks(x, past, mask, causal=past is None and T > 1)
+
+    def _blocks(self, x: Any, past: list | None, mask: Any, causal: bool = False
+                ) -> tuple[Any, list]:
+        """The transformer blocks over embedded tokens x (B, T, C) after ``past``, attention
+        limited by ``mask`` (or causal): final hidden (B, T, C) and per layer the (k, v)
+        of the past and these tokens."""
+        torch, F = self.torch, self.F
+        B, T, C = x.shape
+        H, D = self.n_head, C // self.n_head
         new_past = []
         for i, (l1w, l1b, aw, ab, pw, pb, l2w, l2b, fw, fb, qw, qb) in enumerate(self.layers):
             h = F.layer_norm(x, (C,), l1w, l1b, self.eps)
@@ -187,17 +195,13 @@ class _FastGPT2:
                 k = torch.cat([past[i][0], k], dim=2)
                 v = torch.cat([past[i][1], v], dim=2)
             new_past.append((k, v))
-            if past is None:
-                a = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
-            else:
-                a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
             a = a.transpose(1, 2).reshape(B * T, C)
             x = x + torch.addmm(pb, a, pw).view(B, T, C)
             h = F.layer_norm(x, (C,), l2w, l2b, self.eps).reshape(B * T, C)
             h = F.gelu(torch.addmm(fb, h, fw), approximate="tanh")
             x = x + torch.addmm(qb, h, qw).view(B, T, C)
         return F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps), new_past
-
 
     def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False
                      ) -> tuple[Any, list[Any]]:
@@ -212,7 +216,7 @@ class _FastGPT2:
 
         Returns the final hidden states (B, T, C), segments laid end to end in each row,
         and with ``keep`` each one-segment row's KV cache extended by its tokens."""
-        torch, F = self.torch, self.F
+        torch = self.torch
         B = len(rows)
         if B == 1 and len(rows[0][0]) == 1:  # one sequence: no padding, no mask to build
             segments, past = rows[0]
@@ -239,8 +243,6 @@ class _FastGPT2:
         seg_t = torch.tensor([g + [-1] * n for g, n in zip(segs, pad)])
         pos_t = torch.tensor([q + [0] * n for q, n in zip(pos, pad)]).clamp_(max=self.max_positions - 1)
         x = self.wte[ids] + self.wpe[pos_t]  # (B, T, C)
-        C = x.shape[-1]
-        H, D = self.n_head, C // self.n_head
         ar = torch.arange(T)
         own = (seg_t[:, None, :] == seg_t[:, :, None]) & (ar[None, None, :] <= ar[None, :, None])
         own |= torch.eye(T, dtype=torch.bool)  # a padding token sees itself: no empty row
@@ -250,31 +252,16 @@ class _FastGPT2:
             pasts = self._padded([past for _, past in rows], Pm)
         else:
             mask, pasts = own[:, None], None
-        kept: list[tuple[Any, Any]] = []
-        for i, (l1w, l1b, aw, ab, pw, pb, l2w, l2b, fw, fb, qw, qb) in enumerate(self.layers):
-            h = F.layer_norm(x, (C,), l1w, l1b, self.eps)
-            q, k, v = torch.addmm(ab, h.reshape(B * T, C), aw).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
-            if keep:
-                kept.append((k, v))
-            if pasts is not None:
-                k = torch.cat([pasts[i][0], k], dim=2)
-                v = torch.cat([pasts[i][1], v], dim=2)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            a = a.transpose(1, 2).reshape(B * T, C)
-            x = x + torch.addmm(pb, a, pw).view(B, T, C)
-            h = F.layer_norm(x, (C,), l2w, l2b, self.eps).reshape(B * T, C)
-            h = F.gelu(torch.addmm(fb, h, fw), approximate="tanh")
-            x = x + torch.addmm(qb, h, qw).view(B, T, C)
-        hidden = F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps)
+        hidden, kv = self._blocks(x, pasts, mask)
         new: list[Any] = [None] * B
         if keep:
             for b, ((segments, past), n) in enumerate(zip(rows, (len(t) for t in flat))):
                 if len(segments) != 1:
                     continue
-                new[b] = [(k[b : b + 1, :, :n], v[b : b + 1, :, :n]) if past is None else
-                          (torch.cat([past[i][0], k[b : b + 1, :, :n]], dim=2),
-                           torch.cat([past[i][1], v[b : b + 1, :, :n]], dim=2))
-                          for i, (k, v) in enumerate(kept)]
+                mine = [(k[b : b + 1, :, Pm : Pm + n], v[b : b + 1, :, Pm : Pm + n]) for k, v in kv]
+                new[b] = mine if past is None else \
+                    [(torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2))
+                     for i, (k, v) in enumerate(mine)]
         return hidden, new
 
     def _padded(self, pasts: list[Any], P: int) -> list[tuple[Any, Any]]:
