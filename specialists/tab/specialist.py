@@ -25,7 +25,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -148,7 +148,7 @@ class TabSpecialist(Specialist):
         self._lock = threading.Lock()  # the policy: its draws and its swap
         self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
         self._seq_lock = threading.Lock()
-        self._workers: list[Any] = []
+        self._worker: Any = None  # the model worker (one queue), once started
         self._home: OrderedDict[str, int] = OrderedDict()  # session -> its worker
         self._worker_lock = threading.Lock()
 
@@ -177,7 +177,7 @@ class TabSpecialist(Specialist):
         (seconds: each loads torch and the model) is done before it says it is ready;
         in-process users that only call :meth:`answer` (the LSP) never start any."""
         with self._worker_lock:
-            if self._workers:
+            if self._worker is not None:
                 return
             if self.processes and not self._procs:
                 from specialists.tab.procs import ModelProcess
@@ -192,7 +192,7 @@ class TabSpecialist(Specialist):
                     for proc in procs:
                         proc.swap(self.policy.state())
                     self._procs = procs
-            self._workers = self._start_workers()
+            self._worker = self._start_worker()
 
     def swap(self, policy: Any) -> int:
         """Serve ``policy`` from now on; returns the version it replaced.
@@ -223,11 +223,8 @@ class TabSpecialist(Specialist):
         if self.lm is not None and self.lm_cache:  # with processes, theirs do the serving
             caches = [p.cache for p in self._procs] or [self.lm.cache_stats()]
             out["lm_cache"] = {k: sum(c.get(k, 0) for c in caches) for k in caches[0]}
-        if self._workers:
-            stats = [w.stats() for w in self._workers]
-            worker = {k: round(sum(st[k] for st in stats), 3)
-                      for k in ("batches", "jobs", "shed", "busy_s", "cpu_s", "queued")}
-            worker["mean_batch"] = round(worker["jobs"] / worker["batches"], 2) if worker["batches"] else 0.0
+        if self._worker is not None:
+            worker = self._worker.stats()
             if self._procs:  # the deciding is done there
                 worker["cpu_s"] = round(sum(p.cpu_s for p in self._procs), 3)
             out["worker"] = worker
@@ -328,28 +325,27 @@ class TabSpecialist(Specialist):
         if isinstance(job, Result):
             done(job)
             return
-        self._worker_for(job).submit(job, done)
+        self._started_worker().submit(job, done)
 
-    def _worker_for(self, job: _Job) -> Any:
-        """The model worker for ``job`` (one queue; with processes, each of its threads
-        serves it with its own model process, preferring the sessions that process served
-        last: their keystrokes meet their cached work there)."""
-        if not self._workers:
+    def _started_worker(self) -> Any:
+        """The model worker (one queue; with processes, each of its threads serves it with
+        its own model process, preferring the sessions that process served last: their
+        keystrokes meet their cached work there)."""
+        if self._worker is None:
             self.start_workers()
-        with self._worker_lock:
-            return min(self._workers, key=lambda w: len(w._queue))
+        return self._worker
 
-    def _start_workers(self) -> list[Any]:
+    def _start_worker(self) -> Any:
         from specialists.tab.batcher import ModelWorker
 
         if not self._procs:
-            return [ModelWorker(self._decide, self._overloaded, self._stale,
-                                max_queue=self.max_queue, max_batch=self.max_batch,
-                                threads=self.workers, name="tab-model")]
+            return ModelWorker(self._decide, self._overloaded, self._stale,
+                               max_queue=self.max_queue, max_batch=self.max_batch,
+                               threads=self.workers, name="tab-model")
         deciders = [partial(self._decide_in, i, proc) for i, proc in enumerate(self._procs)]
-        return [ModelWorker(self._decide, self._overloaded, self._stale, max_queue=self.max_queue,
-                            max_batch=self.max_batch, name="tab-model", deciders=deciders,
-                            affinity=self._affinity)]
+        return ModelWorker(self._decide, self._overloaded, self._stale, max_queue=self.max_queue,
+                           max_batch=self.max_batch, name="tab-model", deciders=deciders,
+                           affinity=self._affinity)
 
     def _affinity(self, job: _Job) -> int | None:
         """The model process that served ``job``'s session last (None: new, or no session)."""
@@ -372,19 +368,15 @@ class TabSpecialist(Specialist):
         """Hold the model workers: requests submitted inside the block queue up and the next
         turn takes them together (a test seam for batching, staleness and the full queue)."""
         self.start_workers()
-        with self._worker_lock:
-            workers = list(self._workers)
-        with ExitStack() as stack:
-            for worker in workers:
-                stack.enter_context(worker.paused())
+        with self._worker.paused():
             yield
 
     def close(self) -> None:
         """Stop the model workers and processes; queued requests are answered 'overloaded'."""
         with self._worker_lock:
-            workers, self._workers = self._workers, []
+            worker, self._worker = self._worker, None
             procs, self._procs = self._procs, []
-        for worker in workers:
+        if worker is not None:
             worker.close()
         for proc in procs:
             proc.close()
