@@ -145,15 +145,17 @@ class ModelWorker:
         batch: list[tuple[Any, Done]] = []
         left: deque[tuple[Any, Done]] = deque()
         for item in self._queue:
-            home = self.affinity(item[0]) if len(batch) < self.max_batch else thread
-            if len(batch) < self.max_batch and (
-                    home is None or home == thread or not 0 <= home < len(self._busy)
-                    or self._busy[home]):
+            if len(batch) < self.max_batch and self._mine(thread, self.affinity(item[0])):
                 batch.append(item)
             else:
                 left.append(item)
         self._queue = left
         return batch
+
+    def _mine(self, thread: int, home: int | None) -> bool:
+        """Whether ``thread`` may take a job whose session's model is ``home``: its own, no
+        home, or a home that is busy (or gone)."""
+        return home is None or home == thread or not 0 <= home < len(self._busy) or self._busy[home]
 
     def _run(self, thread: int = 0) -> None:
         decide = self.deciders[thread] if self.deciders else self.decide
