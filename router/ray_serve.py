@@ -530,6 +530,9 @@ def _start_ray(config: Config, address: str | None) -> bool:
     True when the cluster is ours to stop."""
     cfg = config.engine.ray
     address = address or cfg.address or os.environ.get("RAY_ADDRESS") or None
+    # nothing leaves the machine at run time: Ray's usage statistics are reported to its
+    # makers unless turned off (a user may still turn them on with the variable set to 1)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     common = dict(namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
                   logging_level=logging.WARNING)
     if address:
