@@ -166,7 +166,10 @@ class _FastGPT2:
                 blk.mlp.c_proj.weight.detach(), blk.mlp.c_proj.bias.detach(),
             ))
         self.lnf = (t.ln_f.weight.detach(), t.ln_f.bias.detach())
-        self.head = model.lm_head.weight.detach()
+        # (C, V), laid out for ``hidden @ head``: read row by row. The tied embedding's
+        # transposed view made a one-row product stride across all of its 3 MB, 3x slower
+        # once other work has evicted it from the cache (issue 17).
+        self.head = model.lm_head.weight.detach().T.contiguous()
 
     def forward(self, ids: Any, past: list | None) -> tuple[Any, list]:
         """ids (B, T) after ``past`` (per layer (k, v) of (B, H, P, D)) -> final hidden (B, T, C)."""
@@ -282,7 +285,7 @@ class _FastGPT2:
         return out
 
     def logits(self, hidden: Any) -> Any:
-        return hidden @ self.head.T
+        return hidden @ self.head
 
 
 class _HFModel:
