@@ -113,3 +113,42 @@ def test_batched_lines_equal_single_lines(lm) -> None:
         if a.lm_candidate is not None:
             assert a.lm_candidate.token_logprobs == pytest.approx(b.lm_candidate.token_logprobs, abs=1e-4)
         assert a.hidden == pytest.approx(b.hidden, abs=1e-4)
+
+
+def _code_windows() -> list[str]:
+    """Windows a person's keystrokes make: every file under specialists/ cut at many places,
+    plus JavaScript, Go, tabs, CRLF, blank and whitespace-only lines, non-ASCII text."""
+    from pathlib import Path
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(Path("specialists").rglob("*.py"))[:12]]
+    texts.append("function f(a, b) {\r\n\treturn a + b;\r\n}\r\n\r\n  \r\nconst x = f(1, 2);\n"
+                 "// café — naïve 東京\n\n\n\tif (x) {\n\t\tconsole.log(`${x}`)\n\t}\n" * 4)
+    texts.append("package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"hi\")\n}\n   \n"
+                 "x := []int{1, 2}\n\n\n  // done's\n'tis\n" * 4)
+    rng = random.Random(3)
+    out = []
+    for text in texts:
+        for _ in range(80):
+            end = rng.randrange(1, len(text) + 1)
+            out.append(text[max(0, end - 384) : end])
+    return out
+
+
+@pytest.mark.parametrize("which", ["tiny", "shipped"])
+def test_window_encoded_in_two_parts_equals_the_whole(which, tiny_checkpoint) -> None:
+    """``TabLM._encode`` keeps a window's settled lines' ids and encodes only the rest: the
+    ids and where the last token starts must be those of encoding the whole window."""
+    from pathlib import Path
+
+    from specialists.tab.lm import TabLM
+
+    path = tiny_checkpoint if which == "tiny" else Path("specialists/tab/checkpoint")
+    lm = TabLM(path, context_tokens=48).load()
+    assert lm._split_lines  # the project's tokenizers are byte-level BPE: the fast path runs
+    windows = _code_windows()
+    for window in windows + windows:  # the second round answers from the kept heads
+        whole = lm.tokenizer.encode(window)
+        ids, last = lm._encode(window)
+        assert ids == whole.ids, repr(window[-60:])
+        assert last == (whole.offsets[-1][0] if whole.ids else 0), repr(window[-60:])
+    assert lm._settled.hits > 0
