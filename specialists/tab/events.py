@@ -132,6 +132,14 @@ class EventStore:
         self.outcomes = schema.outcomes
         self.deploys = schema.deploys
         self._checkpointer = _Checkpointer(self.engine) if url.startswith("sqlite") else None
+        self._insert_positional: tuple[str, list[str]] | None = None
+        if url.startswith("sqlite"):
+            # The action insert compiled once and its rows handed to sqlite3's executemany
+            # as tuples: SQLAlchemy's per-row parameter processing held the GIL for most of
+            # each group commit, which every Tab answer waits for (issue 17). SQLite needs
+            # no conversion for these columns (text, float, int, bool, None).
+            compiled = self.actions.insert().compile(dialect=self.engine.dialect)
+            self._insert_positional = (str(compiled), list(compiled.positiontup or []))
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -166,7 +174,12 @@ class EventStore:
             return []
         try:
             with self.engine.begin() as conn:
-                conn.execute(self.actions.insert(), [self._action_row(r) for r in recs])
+                if self._insert_positional is not None:  # SQLite: straight to the driver
+                    sql, order = self._insert_positional
+                    conn.exec_driver_sql(sql, [tuple(row[k] for k in order)
+                                               for row in map(self._action_row, recs)])
+                else:
+                    conn.execute(self.actions.insert(), [self._action_row(r) for r in recs])
             return [None] * len(recs)
         except IntegrityError:
             pass
