@@ -28,7 +28,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -207,21 +207,25 @@ class _FastGPT2:
             x = x + torch.addmm(qb, h, qw).view(B, T, C)
         return F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps), new_past
 
-    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False
-                     ) -> tuple[Any, list[Any]]:
+    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False,
+                     shared: Sequence[bool] | None = None) -> tuple[Any, list[Any]]:
         """Several requests' tokens in one pass, each row after its own KV cache (or none).
 
         A row is ``(segments, past)``: every segment starts right after ``past`` (same
         positions) and sees the past and its own earlier tokens, not the other segments —
-        one request's copy candidates, scored side by side. Rows are right-padded to one
-        length, the pasts to one length, and a mask keeps every token to what it may see,
-        so the answers equal one pass per segment up to float rounding, and concurrent
-        requests share every matrix product and every op's overhead (issue 17).
+        one request's copy candidates, scored side by side. With ``shared[b]`` row b's first
+        segment is a prefix of all the others: they start after it and see it too — a new
+        prompt's tokens and the candidates that follow it, in one pass. Rows are
+        right-padded to one length, the pasts to one length, and a mask keeps every token to
+        what it may see, so the answers equal one pass per segment up to float rounding, and
+        concurrent requests share every matrix product and every op's overhead (issue 17).
 
         Returns the final hidden states (B, T, C), segments laid end to end in each row,
-        and with ``keep`` each one-segment row's KV cache extended by its tokens."""
+        and with ``keep`` the KV cache of each one-segment row, and of each shared row's
+        prefix, extended by its tokens."""
         torch = self.torch
         B = len(rows)
+        shared = list(shared) if shared is not None else [False] * B
         if B == 1 and len(rows[0][0]) == 1:  # one sequence: no padding, no mask to build
             segments, past = rows[0]
             hidden, extended = self.forward(torch.tensor([list(segments[0])]), past)
@@ -230,14 +234,15 @@ class _FastGPT2:
         segs: list[list[int]] = []
         pos: list[list[int]] = []
         plens = [0 if past is None else int(past[0][0].shape[2]) for _, past in rows]
-        for (segments, _), P in zip(rows, plens):
+        for (segments, _), P, prefixed in zip(rows, plens, shared):
             toks: list[int] = []
             seg: list[int] = []
             at: list[int] = []
             for s, part in enumerate(segments):
                 toks.extend(part)
                 seg.extend([s] * len(part))
-                at.extend(range(P, P + len(part)))
+                start = P + len(segments[0]) if prefixed and s else P
+                at.extend(range(start, start + len(part)))
             flat.append(toks)
             segs.append(seg)
             pos.append(at)
@@ -250,6 +255,8 @@ class _FastGPT2:
         ar = torch.arange(T)
         own = (seg_t[:, None, :] == seg_t[:, :, None]) & (ar[None, None, :] <= ar[None, :, None])
         own |= torch.eye(T, dtype=torch.bool)  # a padding token sees itself: no empty row
+        if any(shared):  # a shared row's later segments see its first one
+            own |= torch.tensor(shared)[:, None, None] & (seg_t[:, None, :] == 0) & (seg_t[:, :, None] > 0)
         if Pm:
             seen = torch.arange(Pm)[None, None, :] < torch.tensor(plens)[:, None, None]
             mask = torch.cat([seen.expand(B, T, Pm), own], 2)[:, None]  # (B, 1, T, Pm + T)
@@ -260,7 +267,9 @@ class _FastGPT2:
         new: list[Any] = [None] * B
         if keep:
             for b, ((segments, past), n) in enumerate(zip(rows, (len(t) for t in flat))):
-                if len(segments) != 1:
+                if shared[b]:
+                    n = len(segments[0])
+                elif len(segments) != 1:
                     continue
                 mine = [(k[b : b + 1, :, Pm : Pm + n], v[b : b + 1, :, Pm : Pm + n]) for k, v in kv]
                 new[b] = mine if past is None else \
@@ -313,10 +322,12 @@ class _HFModel:
             out = self.model(input_ids=ids, past_key_values=past, use_cache=True, output_hidden_states=True)
         return out.hidden_states[-1], out.past_key_values
 
-    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False
-                     ) -> tuple[Any, list[Any]]:
+    def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False,
+                     shared: Sequence[bool] | None = None) -> tuple[Any, list[Any]]:
         """:meth:`_FastGPT2.forward_rows` one segment at a time (transformers' caches do not
-        pad): the same answers, none of the sharing."""
+        pad): the same answers, none of the sharing (and no shared prefixes)."""
+        if shared is not None and any(shared):
+            raise ValueError("shared prefixes need the built-in GPT-2 pass (_FastGPT2)")
         torch = self.torch
         outs, new = [], []
         for segments, past in rows:
@@ -469,13 +480,34 @@ class TabLM:
         prompts = [self._prompt(left) for left, _, _ in items]
         eos = self.model.config.eos_token_id or 0
         keys = [tuple(ids) if ids else (eos,) for ids, _ in prompts]  # nothing typed: end-of-text
+        scoring = [(cands, tail, key) for (_, cands, _), (_, tail), key in zip(items, prompts, keys)
+                   if cands]
+        encoded = [[self.tokenizer.encode(tail + c.text) for c in cands] for cands, tail, _ in scoring]
+        seqs = [[tuple(e.ids[: self.score_tokens]) for e in row] for row in encoded]
+        scores: dict[tuple, list[float]] = {}
+        missing: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for (_, _, key), row in zip(scoring, seqs):
+            for seq in row:
+                if (key, seq) in scores or seq in missing.get(key, ()):
+                    continue
+                hit = self._cache.scores.get((key, seq)) if seq else []
+                if hit is not None:
+                    scores[key, seq] = hit
+                else:
+                    missing.setdefault(key, []).append(seq)
         with torch.inference_mode():
-            states = self._prompt_states(keys)
+            states = self._prompt_states(keys, missing, scores)
             outs = [LMAnalysis(hidden=st.hidden.float().numpy().copy(), lm_candidate=None,
                                prompt_tokens=len(key), tail=tail)
                     for st, key, (_, tail) in zip(states, keys, prompts)]
-            self._score_many([(cands, tail, key, st) for (_, cands, _), (_, tail), key, st
-                              in zip(items, prompts, keys, states) if cands])
+            state_of = dict(zip(keys, states))
+            todo = {key: (state_of[key], [seq for seq in row if (key, seq) not in scores])
+                    for key, row in missing.items()}
+            todo = {key: job for key, job in todo.items() if job[1]}
+            if todo:
+                scores.update(self._scored(todo))
+            for (cands, tail, key), row, enc_row in zip(scoring, seqs, encoded):
+                self._attach(cands, tail, [scores[key, seq] for seq in row], enc_row)
             wanted = [i for i, (_, _, generate) in enumerate(items) if generate]
             lines = self._generated_many([(states[i], keys[i], outs[i].tail, len(items[i][0]))
                                           for i in wanted])
@@ -484,10 +516,17 @@ class TabLM:
         return outs
 
     # -- the three LM steps, each answered from the cache when it can ---------------------
-    def _prompt_states(self, keys: list[tuple[int, ...]]) -> list[_PromptState]:
+    def _prompt_states(self, keys: list[tuple[int, ...]],
+                       score: dict[tuple[int, ...], list[tuple[int, ...]]] | None = None,
+                       scores: dict[tuple, list[float]] | None = None) -> list[_PromptState]:
         """Each prompt's last hidden state, KV cache and next-token log-probabilities: from
         the cache, or computed on a kept prompt's KV cache when one shares its start (the
-        person typed on: only the new tokens run), or from scratch; one pass for each kind."""
+        person typed on: only the new tokens run), or from scratch; one pass for each kind.
+
+        ``score``: sequences to score after a prompt. Those of a prompt this computes run in
+        the same pass, after its tokens (``forward_rows``' shared rows), and their token
+        log-probabilities go into ``scores`` and the cache: one pass and one product with
+        the output head instead of two of each (issue 17)."""
         import torch
 
         out: list[_PromptState | None] = [self._cache.prompts.get(k) for k in keys]
@@ -508,42 +547,55 @@ class TabLM:
                      if bool(same) == extending]
             if not group:
                 continue
-            hidden, pasts = self.net.forward_rows([([run], past) for _, run, past, _ in group], keep=True)
-            last = hidden[torch.arange(len(group)), torch.tensor([len(run) - 1 for _, run, _, _ in group])]
-            first = torch.log_softmax(self.net.logits(last).float(), dim=-1)  # (B, V)
+            merged = [list(score.get(key, ())) if score is not None and reuse else []
+                      for key, _, _, _ in group]
+            longer = [[seq for seq in seqs if len(seq) > 1] for seqs in merged]
+            rows = [([run] + [seq[:-1] for seq in more], past)
+                    for (_, run, past, _), more in zip(group, longer)]
+            shared = [bool(more) for more in longer]
+            hidden, pasts = self.net.forward_rows(rows, keep=True,
+                                                  shared=shared if any(shared) else None)
+            n = len(group)
+            at_b, at_t = list(range(n)), [len(run) - 1 for _, run, _, _ in group]
+            targets: list[int] = []
+            for b, ((_, run, _, _), more) in enumerate(zip(group, longer)):
+                offset = len(run)
+                for seq in more:  # position j of a sequence predicts its token j + 1
+                    at_b.extend([b] * (len(seq) - 1))
+                    at_t.extend(range(offset, offset + len(seq) - 1))
+                    targets.extend(seq[1:])
+                    offset += len(seq) - 1
+            picked = hidden[torch.tensor(at_b), torch.tensor(at_t)]
+            logp = torch.log_softmax(self.net.logits(picked).float(), dim=-1)  # (n + R, V)
+            last, first = picked[:n], logp[:n]
+            rest: Iterator[float] = iter(())
+            if targets:
+                last, first = last.clone(), first.clone()  # keep no (n + R, V) tensor alive
+                rest = iter(logp[n:].gather(1, torch.tensor(targets)[:, None])[:, 0].tolist())
             for b, (key, _, _, same) in enumerate(group):
                 if same:
                     self._cache.extended += 1
                     self._cache.tokens_saved += same
                 fresh[key] = self._cache.keep_prompt(key, _PromptState(last[b], pasts[b], first[b]))
+                for seq in merged[b]:
+                    lps = [float(first[b, seq[0]])] + [next(rest) for _ in seq[1:]]
+                    if scores is not None:
+                        scores[key, seq] = self._cache.scores.put((key, seq), lps)
         return [state if state is not None else fresh[key] for key, state in zip(keys, out)]
 
-    def _score_many(self, jobs: list[tuple[list[Candidate], str, tuple[int, ...], _PromptState]]) -> None:
-        """Token log-probabilities of every job's candidates (``tail`` re-spelled), in place."""
-        encoded = [[self.tokenizer.encode(tail + c.text) for c in cands] for cands, tail, _, _ in jobs]
-        seqs = [[tuple(e.ids[: self.score_tokens]) for e in row] for row in encoded]
-        scores: dict[tuple, list[float]] = {}
-        todo: dict[tuple[int, ...], tuple[_PromptState, list[tuple[int, ...]]]] = {}
-        for (_, _, key, state), row in zip(jobs, seqs):
-            for seq in row:
-                hit = self._cache.scores.get((key, seq)) if seq else []
-                if hit is not None:
-                    scores[key, seq] = hit
-                elif seq not in todo.setdefault(key, (state, []))[1]:
-                    todo[key][1].append(seq)
-        if todo:
-            scores.update(self._scored(todo))
-        for (cands, tail, key, _), row, enc_row in zip(jobs, seqs, encoded):
-            for c, seq, enc in zip(cands, row, enc_row):
-                scored = scores[key, seq]
-                lps, ends = [], []
-                for lp, span in zip(scored, enc.offsets):
-                    end = span[1] - len(tail)
-                    if end <= 0:
-                        continue  # a token inside the already-typed tail
-                    lps.append(lp)
-                    ends.append(min(end, len(c.text)))
-                c.token_logprobs, c.token_ends = lps, ends
+    @staticmethod
+    def _attach(cands: list[Candidate], tail: str, row: list[list[float]], enc_row: list[Any]) -> None:
+        """Each candidate's token log-probabilities and where each token ends in its text,
+        from its sequence's scores (``tail`` re-spelled: tokens inside it are dropped)."""
+        for c, scored, enc in zip(cands, row, enc_row):
+            lps, ends = [], []
+            for lp, span in zip(scored, enc.offsets):
+                end = span[1] - len(tail)
+                if end <= 0:
+                    continue  # a token inside the already-typed tail
+                lps.append(lp)
+                ends.append(min(end, len(c.text)))
+            c.token_logprobs, c.token_ends = lps, ends
 
     def _scored(self, todo: dict[tuple[int, ...], tuple[_PromptState, list[tuple[int, ...]]]]
                 ) -> dict[tuple, list[float]]:

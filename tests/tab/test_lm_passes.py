@@ -51,6 +51,62 @@ def test_rows_with_segments_and_pasts_equal_one_pass_each(lm) -> None:
                 assert torch.allclose(v1, v2, atol=1e-4)
 
 
+
+def test_shared_rows_equal_the_prompt_pass_then_the_candidates(lm) -> None:
+    """A shared row (a new prompt's tokens, then candidates that see them) gives the hidden
+    states of running the prompt on its past and then each candidate on the extended cache,
+    and keeps the extended cache; mixed in one pass with plain rows and padding."""
+    import torch
+
+    rng = random.Random(1)
+    net = lm.net
+    with torch.inference_mode():
+        heads = [[rng.randrange(300) for _ in range(n)] for n in (15, 9)]
+        pasts = [net.forward(torch.tensor([h]), None)[1] for h in heads] + [None]
+        runs = [[20, 21, 22], [23], [24, 25, 26, 27, 28]]
+        cands = [[[30, 31, 32], [33]], [[34, 35, 36, 37]], [[38, 39]]]
+        rows = [([run] + segs, past) for run, segs, past in zip(runs, cands, pasts)]
+        plain = ([[40, 41], [42]], pasts[0])  # an ordinary row beside them
+        hidden, kept = net.forward_rows(rows + [plain], keep=True, shared=[True, True, True, False])
+        for b, (run, segs, past) in enumerate(zip(runs, cands, pasts)):
+            alone, extended = net.forward(torch.tensor([run]), past)
+            assert torch.allclose(hidden[b, : len(run)], alone[0], atol=1e-4)
+            for (k1, v1), (k2, v2) in zip(kept[b], extended):
+                assert k1.shape == k2.shape and torch.allclose(k1, k2, atol=1e-4)
+                assert torch.allclose(v1, v2, atol=1e-4)
+            offset = len(run)
+            for seg in segs:
+                after, _ = net.forward(torch.tensor([seg]), extended)
+                assert torch.allclose(hidden[b, offset : offset + len(seg)], after[0], atol=1e-4)
+                offset += len(seg)
+        offset = 0
+        for seg in plain[0]:
+            after, _ = net.forward(torch.tensor([seg]), pasts[0])
+            assert torch.allclose(hidden[3, offset : offset + len(seg)], after[0], atol=1e-4)
+            offset += len(seg)
+        assert kept[3] is None  # a plain row of several segments keeps nothing
+
+
+def test_scores_in_the_prompt_pass_equal_scores_after_it(tiny_checkpoint) -> None:
+    """Candidates scored in a new prompt's own pass get the scores that a pass of their own
+    on the prompt's kept state gives (an LM that has the prompt cached scores them apart)."""
+    from specialists.tab.lm import TabLM
+
+    apart = TabLM(tiny_checkpoint, context_tokens=48, cache=64).load()
+    lefts = [TEXT[:n] for n in (120, 260, 333, 401)]
+    texts = [["    return x", "\n"], ["self.x = x", "def", "wri"], [")"], ["fh.read()", "ab"]]
+    for left, row in zip(lefts, texts):
+        a = [Candidate(text=t, source="file", start=0, end=0) for t in row]
+        b = [Candidate(text=t, source="file", start=0, end=0) for t in row]
+        fresh = TabLM(tiny_checkpoint, context_tokens=48, cache=64).load()
+        fresh.analyze(left, a, generate=False)  # prompt and candidates in one pass
+        apart.analyze(left, [], generate=False)  # the prompt alone first...
+        apart.analyze(left, b, generate=False)  # ...then the candidates on its kept state
+        assert fresh.cache_stats()["prompts_misses"] == 1 and apart.cache_stats()["prompts_hits"] >= 1
+        for x, y in zip(a, b):
+            assert x.token_logprobs and x.token_ends == y.token_ends
+            assert x.token_logprobs == pytest.approx(y.token_logprobs, abs=1e-4)
+
 def _typing(text: str, start: int, every: int = 1) -> list[str]:
     """The left context after each keystroke of typing ``text[start:]``."""
     return [text[:k] for k in range(start, len(text) + 1, every)]
