@@ -176,7 +176,9 @@ def register(subparsers: Any) -> None:
              "out": "--simulate: where loop.json/loop.png go",
              "data_dir": "event store and policy versions (default: live, the config's "
                          "data_dir; --simulate, OUT/state)",
-             "gate_margin": "largest reward-per-request drop the gate lets through"}
+             "gate_margin": "largest reward-per-request drop the gate lets through: a candidate "
+                            "ships when the 95%% confidence interval of its paired difference "
+                            "from the deployed version starts above minus this"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str

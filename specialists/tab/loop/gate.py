@@ -10,6 +10,12 @@ users): the deployed version's held-out events, each with the action it took, th
 log-probability and the user's answer. The candidate's reward there is estimated off-policy
 by self-normalised importance sampling (SNIPS): each event's reward weighted by
 π_candidate(action | state) / π_deployed(action | state).
+
+Both report the paired difference (candidate − deployed, reward per request) with its
+confidence interval (issue 15: a gate that can see): paired by edit for ``Gate``, by event
+for ``LoggedGate``, the standard error from the delta method for a ratio of sums. A
+candidate ships only when the interval's low end is above ``-margin``: the data must show
+that it is not worse by more than the margin, not merely fail to show that it is.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["GateResult", "Gate", "LoggedGate"]
+__all__ = ["GateResult", "Gate", "LoggedGate", "paired_difference"]
+
+_Z = {0.9: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 
 
 @dataclass
@@ -33,20 +41,79 @@ class GateResult:
     requests: int
     seconds: float
     reason: str
+    difference: float = 0.0
+    """Candidate − deployed, reward per request."""
+    ci_low: float = 0.0
+    ci_high: float = 0.0
+    units: int = 0
+    """Paired units behind the interval: edits (``Gate``) or events (``LoggedGate``)."""
+
+    def summary(self) -> dict[str, Any]:
+        """The decision's figures, for the deploy log (JSON: an unbounded end is None)."""
+        import math
+
+        def r4(x: float) -> float | None:
+            return round(x, 4) if math.isfinite(x) else None
+
+        return {"passed": self.passed, "difference": r4(self.difference),
+                "ci": [r4(self.ci_low), r4(self.ci_high)], "units": self.units,
+                "requests": self.requests, "margin": self.margin}
+
+
+def paired_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[float, float]],
+                      confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+    """Reward per request of ``new`` minus ``old`` from paired units, each a (reward sum,
+    requests) for both, with its confidence interval: (difference, low, high, new, old).
+
+    Each rate is a ratio of sums, so its standard error comes from the delta method: unit i
+    contributes (R_i − r·n_i) / n̄; the pairing subtracts the two contributions unit by
+    unit, so what both versions share (an edit's difficulty) cancels."""
+    import math
+
+    if len(new) != len(old) or not new:
+        raise ValueError("paired units: the same non-empty list of units for both versions")
+    z = _Z.get(confidence)
+    if z is None:
+        raise ValueError(f"confidence must be one of {sorted(_Z)}")
+    k = len(new)
+    n_new, n_old = sum(n for _, n in new), sum(n for _, n in old)
+    r_new = sum(r for r, _ in new) / max(n_new, 1e-12)
+    r_old = sum(r for r, _ in old) / max(n_old, 1e-12)
+    mean_new, mean_old = max(n_new, 1e-12) / k, max(n_old, 1e-12) / k
+    u = [(rn - r_new * nn) / mean_new - (ro - r_old * no) / mean_old
+         for (rn, nn), (ro, no) in zip(new, old)]
+    se = math.sqrt(sum(x * x for x in u) / (k * (k - 1))) if k > 1 else float("inf")
+    diff = r_new - r_old
+    return diff, diff - z * se, diff + z * se, r_new, r_old
+
+
+def _verdict(diff: float, low: float, high: float, margin: float, units: str) -> tuple[bool, str]:
+    passed = low >= -margin
+    return passed, (f"difference {diff:+.4f} (95% CI {low:+.4f} to {high:+.4f}, {units}); "
+                    f"ships when the low end is at least {-margin:+.4f}: "
+                    + ("ships" if passed else "held back"))
 
 
 class Gate:
+    """The gate on replayed held-out edits, paired by edit. ``greedy`` (the default) judges
+    each version by its most likely actions, so the two differ only where the policies do;
+    ``greedy=False`` samples both from one seeded stream instead."""
+
     def __init__(self, pairs: Sequence[Any], lm: Any, *, margin: float = 0.005,
-                 seed: int = 0, use_lm: bool = True) -> None:
+                 seed: int = 0, use_lm: bool = True, greedy: bool = True,
+                 confidence: float = 0.95) -> None:
         from specialists.tab.features import ObserveConfig
         from specialists.tab.harness import ObservationCache
 
         self.pairs = list(pairs)
         self.margin = margin
         self.seed = seed
+        self.greedy = greedy
+        self.confidence = confidence
         self.cache = ObservationCache(lm, ObserveConfig(use_lm=use_lm and lm is not None))
 
-    def reward(self, policy_dir: str | Path) -> tuple[float, int]:
+    def per_edit(self, policy_dir: str | Path) -> list[tuple[float, int]]:
+        """(reward sum, requests) of each gate edit replayed with this version."""
         from specialists.tab.harness import run
         from specialists.tab.policy import TabPolicy
 
@@ -54,21 +121,31 @@ class Gate:
         _reseed(policy, self.seed)  # both versions draw from the same random stream
 
         def decide(req: Any, obs: Any) -> Any:
-            return policy.act(obs, sample=True).suggestion
+            return policy.act(obs, sample=not self.greedy).suggestion
 
-        metrics = run(self.pairs, decide, self.cache)
-        return metrics.reward / max(1, metrics.requests), metrics.requests
+        out = []
+        for pair in self.pairs:
+            m = run([pair], decide, self.cache)
+            out.append((m.reward, m.requests))
+        return out
+
+    def reward(self, policy_dir: str | Path) -> tuple[float, int]:
+        edits = self.per_edit(policy_dir)
+        n = sum(k for _, k in edits)
+        return sum(r for r, _ in edits) / max(1, n), n
 
     def check(self, candidate_dir: str | Path, candidate: int, deployed_dir: str | Path,
               deployed: int) -> GateResult:
         t0 = time.monotonic()
-        old, n = self.reward(deployed_dir)
-        new, _ = self.reward(candidate_dir)
-        passed = new >= old - self.margin
-        reason = (f"reward per request {new:+.4f} vs deployed {old:+.4f} "
-                  f"(margin {self.margin}): " + ("ships" if passed else "held back"))
+        old_edits = self.per_edit(deployed_dir)
+        new_edits = self.per_edit(candidate_dir)
+        diff, low, high, new, old = paired_difference(new_edits, old_edits, self.confidence)
+        n = sum(k for _, k in old_edits)
+        passed, verdict = _verdict(diff, low, high, self.margin,
+                                   f"{len(self.pairs)} paired edits, {n} requests")
+        reason = f"reward per request {new:+.4f} vs deployed {old:+.4f}: " + verdict
         return GateResult(passed, candidate, deployed, new, old, self.margin, n,
-                          time.monotonic() - t0, reason)
+                          time.monotonic() - t0, reason, diff, low, high, len(self.pairs))
 
 
 class LoggedGate:
@@ -104,15 +181,19 @@ class LoggedGate:
         rewards = [reward_of(e, reward) for e in held]
         weights = [min(self.max_weight, math.exp(new - float(e.logprob)))
                    for new, e in zip(new_logp, held)]
-        old = sum(rewards) / len(rewards)
-        new = sum(w * r for w, r in zip(weights, rewards)) / max(sum(weights), 1e-12)
         ess = sum(weights) ** 2 / max(sum(w * w for w in weights), 1e-12)
-        passed = new >= old - self.margin
-        reason = (f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f} on "
-                  f"{len(held)} held-out events (effective {ess:.0f}; margin {self.margin}): "
-                  + ("ships" if passed else "held back"))
+        # SNIPS is the ratio Σ w·r / Σ w and the deployed version's reward Σ r / n: paired
+        # by event, each a ratio of sums (w counts as the candidate's "requests")
+        if sum(weights) > 0:
+            diff, low, high, new, old = paired_difference(
+                [(w * r, w) for w, r in zip(weights, rewards)], [(r, 1.0) for r in rewards])
+        else:
+            diff, low, high, new, old = 0.0, -math.inf, math.inf, 0.0, sum(rewards) / len(rewards)
+        passed, verdict = _verdict(diff, low, high, self.margin,
+                                   f"{len(held)} held-out events, effective {ess:.0f}")
+        reason = f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f}: " + verdict
         return GateResult(passed, candidate, deployed, new, old, self.margin, len(held),
-                          time.monotonic() - t0, reason)
+                          time.monotonic() - t0, reason, diff, low, high, len(held))
 
 
 def _reseed(policy: Any, seed: int) -> None:

@@ -129,7 +129,7 @@ def _turn(args: LiveArgs, events: EventStore, store: PolicyStore, deployed: int,
     events.record_deploy(str(report.version), "gate_passed" if result.passed else "gate_failed",
                          reason=result.reason, parent=deployed,
                          reward_candidate=turn.reward_candidate,
-                         reward_deployed=turn.reward_deployed)
+                         reward_deployed=turn.reward_deployed, **result.summary())
     if result.passed:
         deploy(report.version)
         turn.shipped = True

@@ -42,7 +42,8 @@ class LoopArgs:
     collect_split: str = "test"
     """Projects whose edits the simulated users make (held out from the policy's training)."""
     gate_split: str = "dev"
-    gate_pairs: int = 12
+    gate_pairs: int = 40
+    """Gate edits per gate project: enough that the paired interval can tell the changes apart."""
     gate_margin: float = 0.005
     port: int = 0
     out: str = "runs/loop"
@@ -248,9 +249,11 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     # the same fixed held-out replays every turn: comparable across turns, unlike the live
     # reward, which depends on which edits the users happened to make
     row.extra.update(gate_reward_deployed=round(result.reward_deployed, 4),
-                     gate_reward_candidate=round(result.reward_candidate, 4))
+                     gate_reward_candidate=round(result.reward_candidate, 4),
+                     gate_difference=round(result.difference, 4),
+                     gate_ci=[round(result.ci_low, 4), round(result.ci_high, 4)])
     events.record_deploy(str(report.version), "gate_passed" if result.passed else "gate_failed",
-                         reason=result.reason, parent=deployed)
+                         reason=result.reason, parent=deployed, **result.summary())
     if result.passed:
         deploy(server.url, report.version)
         store.set_deployed(report.version)
