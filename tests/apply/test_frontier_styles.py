@@ -151,6 +151,38 @@ def save(path, text):
     assert "ends with no marker" in (result.reason or "")
 
 
+def test_sketch_ending_with_new_code_above_more_code_and_no_marker_abstains() -> None:
+    # the file's last lines rewritten (main() deleted), or new lines inserted after save()
+    # with the trailing marker lost: the sketch does not say which
+    sketch = '''import os
+import sys
+
+
+def save(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+    print("saved", path)
+'''
+    result = apply_sketch(PY, sketch, path="a.py")
+    assert not result.applied
+    assert "ends with new code and no marker" in (result.reason or "")
+    # the same shape at the start: new first lines, no marker, code above the first anchor
+    start = '''import logging
+def main():
+    print(load(sys.argv[1]))
+'''
+    result = apply_sketch(PY, start, path="a.py")
+    assert not result.applied
+    assert "starts with new code and no marker" in (result.reason or "")
+    # a new line at the edge with only blank lines beyond it still writes the file's end
+    end = '''# ... existing code ...
+def main():
+    print(load(sys.argv[1]))
+    return 0
+'''
+    assert _merged(PY, end, "a.py") == PY + "    return 0\n"
+
+
 def test_forgotten_leading_marker_above_code_keeps_the_code() -> None:
     sketch = '''def save(path, text):
     with open(path, "w") as handle:
