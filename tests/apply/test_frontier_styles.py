@@ -465,3 +465,94 @@ def b(x):
 '''
     assert _merged(FUNCS, sketch, "f.py") == FUNCS.replace("    print(x)\n    return x\n",
                                                            "    print(x, x)\n    return x\n")
+
+
+def _mocha_test(name: str) -> str:
+    return f"""  it('should {name}', function(done){{
+    var app = express();
+
+    app.use(function(req, res){{
+      res.send('{name}');
+    }});
+
+    request(app)
+    .get('/')
+    .expect(200, '{name}', done);
+  }})
+"""
+
+
+def _mocha_file(names: list[str]) -> str:
+    return ("var express = require('../')\n  , request = require('supertest');\n\n"
+            "describe('res', function(){\n" + "\n".join(_mocha_test(n) for n in names) + "})\n")
+
+
+def test_new_js_test_copying_its_neighbour_is_not_read_as_a_rewrite_of_the_next() -> None:
+    # A new `it` block after `send b`: its repeated lines (var app, app.use, request(app),
+    # .get('/'), `})`) also match `send c`'s, which reads as `send c` rewritten into it.
+    before = _mocha_file(["send a", "send b", "send c", "send d"])
+    after = _mocha_file(["send a", "send b", "send x", "send c", "send d"])
+    sketch = ("// ... existing code ...\n    .expect(200, 'send b', done);\n  })\n\n"
+              + _mocha_test("send x") + "  // ... existing code ...\n")
+    result = apply_sketch(before, sketch, path="test/res.send.js")
+    assert result.merged != _mocha_file(["send a", "send b", "send x", "send d"])
+    assert not result.applied and "neighbour" in (result.reason or "")
+    # with the next test's header shown after it, the insertion is certain
+    sketch = sketch.replace("  // ... existing code ...\n",
+                            "\n  it('should send c', function(done){\n  // ... existing code ...\n")
+    assert _merged(before, sketch, "test/res.send.js") == after
+
+
+PY_TESTS = '''def test_group(runner):
+    def create_app():
+        return Flask("group")
+
+    @click.group(cls=FlaskGroup, create_app=create_app)
+    def cli(**params):
+        pass
+
+    @cli.command()
+    def test():
+        click.echo(current_app.name)
+
+    result = runner.invoke(cli, ["test"])
+    assert result.exit_code == 0
+    assert result.output == "group\\n"
+
+
+def test_print_exceptions(runner):
+    pass
+'''
+
+
+def test_new_python_test_copying_its_neighbour_does_not_delete_the_neighbours_lines() -> None:
+    # the new test's copied lines (def cli, @cli.command(), result = ...) match the test
+    # above, whose other lines would then read as deleted; or the test is inserted whole
+    sketch = '''# ... existing code ...
+
+@pytest.mark.parametrize("debug", (True, False))
+def test_group_debug(runner, debug):
+    def create_app():
+        app = Flask("group")
+        app.debug = True
+        return app
+
+    @click.group(cls=FlaskGroup, create_app=create_app, set_debug_flag=debug)
+    def cli(**params):
+        pass
+
+    @cli.command()
+    def test():
+        click.echo(str(current_app.debug))
+
+    result = runner.invoke(cli, ["test"])
+    assert result.exit_code == 0
+    assert result.output == "%s\\n" % (not debug)
+
+
+def test_print_exceptions(runner):
+# ... existing code ...
+'''
+    result = apply_sketch(PY_TESTS, sketch, path="tests/test_cli.py")
+    assert not result.applied
+    assert "inserted between two adjacent original lines" in (result.reason or "")
