@@ -556,3 +556,45 @@ def test_print_exceptions(runner):
     result = apply_sketch(PY_TESTS, sketch, path="tests/test_cli.py")
     assert not result.applied
     assert "inserted between two adjacent original lines" in (result.reason or "")
+
+
+def test_js_functions_assigned_to_members_are_definitions() -> None:
+    from specialists.apply.languages import definition_name
+
+    assert definition_name("res.send = function send(body) {", "javascript") == ("function", "send")
+    assert definition_name("Router.prototype.use = function(fn) {", "javascript") == ("function", "use")
+    assert definition_name("exports.parse = async function(){", "javascript") == ("function", "parse")
+    assert definition_name("x.y = wrap(function(){", "javascript") is None
+    assert definition_name("a.b = function(){", "python") is None
+
+
+def _express_method(name: str) -> str:
+    return f"""/**
+ * Set {name} on the response.
+ *
+ * @param {{String}} value
+ * @public
+ */
+
+res.{name} = function {name}(value) {{
+  var self = this;
+  if (value === undefined) {{
+    return this;
+  }}
+  this.set('{name}', value);
+  return this;
+}};
+"""
+
+
+def test_new_js_member_function_copying_its_neighbour_abstains() -> None:
+    # express's lib style: a new `res.xyz = function xyz(...)` with the same JSDoc and body
+    # lines as `res.json` matches json's repeated lines, reading as json rewritten into xyz
+    head = "'use strict';\n\nvar res = module.exports = {};\n\n"
+    names = ["status", "links", "json", "jsonp"]
+    before = head + "\n".join(_express_method(n) for n in names)
+    sketch = ("// ... existing code ...\n" + _express_method("xyz")
+              + "\n/**\n * Set jsonp on the response.\n// ... existing code ...\n")
+    result = apply_sketch(before, sketch, path="lib/response.js")
+    assert not result.applied
+    assert "neighbour" in (result.reason or "") or "inserted" in (result.reason or "")
