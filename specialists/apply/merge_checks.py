@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specialists.apply.anchoring import weak
+from specialists.apply.deletions import whole_definitions
 from specialists.apply.gap_search import Weights
 from specialists.apply.languages import definition_name, definitions_of
 from specialists.apply.markers import LineKind
@@ -18,8 +19,8 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
-__all__ = ["check_copied_edges", "check_insertion_reading", "check_near_ties",
-           "check_unmatched_edges", "check_weak_blocks", "cross_check"]
+__all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check"]
 
 
 def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
@@ -187,6 +188,43 @@ def _new_unit(merger: Merger, side: list[int]) -> list[int] | None:
                                              and merger.language == "python")):
             return unit
     return None
+
+
+def check_closed_up_context(merger: Merger) -> None:
+    """A block of context only (its lines where the original has them, in order, nothing
+    new, nothing deleted) whose edge line next to a marker the original also has further
+    away, past whole definitions: placed there, the block shows the lines around those
+    definitions closed up, which deletes them (how a writer shows a deleted definition:
+    ``return x`` / blank / ``@property`` / marker). A block that changes nothing is rarely
+    written for its own sake, so the nearest place is no safer a guess: abstain."""
+    sk, sm, ok, n = merger.sk, merger.sm, merger.ok, merger.n
+    kinds = sk.kinds
+    for start, end in _code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if len(text) < 2 or any(sm[j] < 0 for j in text):
+            continue
+        if any(kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < merger.m):
+            continue
+        lo, hi = sm[text[0]], sm[text[-1]]
+        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
+                ok[p] for p in range(lo, hi + 1) if p not in {sm[j] for j in text}):
+            continue  # the block moves or deletes lines: it changes something
+        if end < merger.m and kinds[end] == LineKind.MARKER:
+            edge, inner = text[-1], text[-2]
+            limit = next((sm[j] for j in range(end, merger.m) if sm[j] >= 0), n)
+            for q in merger.pos.get(sk.keys[edge], ()):
+                if sm[edge] < q < limit and whole_definitions(merger, sm[inner] + 1, q):
+                    raise Abstain("a block of context only whose last line is also found past "
+                                  "whole definitions: it may show them deleted",
+                                  sk.span(edge, edge))
+        if start > 0 and kinds[start - 1] == LineKind.MARKER:
+            edge, inner = text[0], text[1]
+            floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+            for q in merger.pos.get(sk.keys[edge], ()):
+                if floor < q < sm[edge] and whole_definitions(merger, q + 1, sm[inner]):
+                    raise Abstain("a block of context only whose first line is also found "
+                                  "before whole definitions: it may show them deleted",
+                                  sk.span(edge, edge))
 
 
 def _check_reindent_only(merger: Merger, start: int, end: int) -> None:

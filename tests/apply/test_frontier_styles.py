@@ -598,3 +598,44 @@ def test_new_js_member_function_copying_its_neighbour_abstains() -> None:
     result = apply_sketch(before, sketch, path="lib/response.js")
     assert not result.applied
     assert "neighbour" in (result.reason or "") or "inserted" in (result.reason or "")
+
+
+SEGMENT = '''class Segment:
+    def __init__(self, text):
+        self.text = text
+
+    def __bool__(self):
+        return bool(self.text)
+
+    @property
+    def cell_length(self):
+        return len(self.text)
+
+    @property
+    def is_control(self):
+        return False
+'''
+
+
+def test_context_block_that_may_show_a_deleted_definition_abstains() -> None:
+    # `return bool(self.text)` / blank / `@property` closed up: cell_length deleted (the
+    # second `@property`), or context before it (the first)? The block changes nothing
+    # where it lands first, and the sketch's other edit does not say.
+    sketch = '''class Segment:
+    def __init__(self, text):
+        self.text = text or ""
+    # ... existing code ...
+        return bool(self.text)
+
+    @property
+    # ... existing code ...
+'''
+    result = apply_sketch(SEGMENT, sketch, path="segment.py")
+    assert not result.applied
+    assert "whole definitions" in (result.reason or "")
+    # shown with the deleted method's successor named, the deletion is read
+    sketch = sketch.replace("    @property\n    # ... existing code ...\n",
+                            "    @property\n    def is_control(self):\n    # ... existing code ...\n")
+    expected = SEGMENT.replace('self.text = text', 'self.text = text or ""').replace(
+        "    @property\n    def cell_length(self):\n        return len(self.text)\n\n", "")
+    assert _merged(SEGMENT, sketch, "segment.py") == expected
