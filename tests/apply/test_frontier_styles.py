@@ -639,3 +639,45 @@ def test_context_block_that_may_show_a_deleted_definition_abstains() -> None:
     expected = SEGMENT.replace('self.text = text', 'self.text = text or ""').replace(
         "    @property\n    def cell_length(self):\n        return len(self.text)\n\n", "")
     assert _merged(SEGMENT, sketch, "segment.py") == expected
+
+
+def test_new_import_beside_a_kept_import_list_of_the_same_module_abstains() -> None:
+    original = '''import h2.events
+
+from httpx import (
+    AsyncioBackend,
+    Protocol,
+    Request,
+)
+
+
+class Backend(AsyncioBackend):
+    pass
+'''
+    # the list rewritten into one line (Protocol dropped), or a second import beside it?
+    sketch = '''# ... existing code ...
+import h2.events
+
+from httpx import AsyncioBackend, Request
+
+
+# ... existing code ...
+'''
+    result = apply_sketch(original, sketch, path="utils.py")
+    assert not result.applied
+    from specialists.apply.checks import check_split_imports
+
+    out = ["import h2.events", "", "from httpx import AsyncioBackend, Request", "", "",
+           "from httpx import (", "    AsyncioBackend,", ")"]
+    try:
+        check_split_imports(out, [0, 1, -1, -1, -1, 2, 3, 4])
+        raise AssertionError("a new import beside the kept list passed")
+    except Abstain as exc:
+        assert "new import of 'httpx'" in exc.reason
+    check_split_imports(out, [0, 1, 2, -1, -1, 5, 6, 7])  # the one-line import was there
+    # single-line imports of one module side by side stay a plain addition
+    single = original.replace("from httpx import (\n    AsyncioBackend,\n    Protocol,\n"
+                              "    Request,\n)\n", "from httpx import AsyncioBackend\n")
+    sketch = "import h2.events\n\nfrom httpx import Request\nfrom httpx import AsyncioBackend\n# ...\n"
+    assert _merged(single, sketch, "utils.py") == single.replace(
+        "from httpx import AsyncioBackend\n", "from httpx import Request\nfrom httpx import AsyncioBackend\n")
