@@ -162,9 +162,10 @@ def check_copied_edges(merger: Merger) -> None:
 
 def _new_unit(merger: Merger, side: list[int]) -> list[int] | None:
     """The lines of ``side`` from its first new line on (or up to its last new line) when
-    they are one whole unit: the first opens a block (ends with ``{``, ``(``, ``[`` or
-    ``:``), the last is at its depth (the closing line, or the body's last line in
-    Python), every line between deeper."""
+    they are one whole unit: the first is new and opens a block (ends with ``{``, ``(``,
+    ``[`` or ``:``), or is a decorator stacked on such a header; the last is at the
+    header's depth (the closing line; in Python also the body's last line), every line
+    between deeper."""
     sk, sm = merger.sk, merger.sm
     new = [i for i, j in enumerate(side) if sm[j] < 0]
     if not new:
@@ -206,8 +207,9 @@ def check_closed_up_context(merger: Merger) -> None:
         if any(kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < merger.m):
             continue
         lo, hi = sm[text[0]], sm[text[-1]]
+        placed = {sm[j] for j in text}
         if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
-                ok[p] for p in range(lo, hi + 1) if p not in {sm[j] for j in text}):
+                ok[p] and p not in placed for p in range(lo, hi + 1)):
             continue  # the block moves or deletes lines: it changes something
         if end < merger.m and kinds[end] == LineKind.MARKER:
             edge, inner = text[-1], text[-2]
