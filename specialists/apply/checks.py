@@ -86,6 +86,36 @@ def check_local_duplicates(out: list[str], origin: list[int], reach: int = 3) ->
                 raise Abstain(f"the merge would put a copy of {key!r} next to the original line")
 
 
+_IMPORT_FROM = re.compile(r"^(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+)\s*$"
+                          r"|(?:const|let|var)\s+[\w${}\s,]+=\s*require\(\s*['\"]([^'\"]+)['\"]\s*\))")
+
+
+def check_split_imports(out: list[str], origin: list[int], reach: int = 3) -> None:
+    """A new import of a module next to a kept parenthesised import of the same module
+    (``from x import (`` ..., blank lines between): the sketch rewrote that import list
+    (into one line, or another list), or adds a second import beside it. Which, it does not
+    say when the kept list is what a marker stands for: abstain rather than leave both.
+    (Single-line imports of one module side by side are a common style: not counted.)"""
+    for k, line in enumerate(out):
+        if origin[k] >= 0:
+            continue
+        m = _IMPORT_FROM.match(line.strip())
+        if m is None:
+            continue
+        module = next(g for g in m.groups() if g)
+        for step in (-1, 1):
+            q, seen = k + step, 0
+            while 0 <= q < len(out) and seen < reach:
+                if out[q].strip():
+                    seen += 1
+                    other = _IMPORT_FROM.match(out[q].strip())
+                    if other is not None and origin[q] >= 0 and out[q].rstrip().endswith("(") \
+                            and next(g for g in other.groups() if g) == module:
+                        raise Abstain(f"a new import of {module!r} next to the file's own: a "
+                                      f"rewrite of it, or a second one?")
+                q += step
+
+
 def check_redefinitions(out: list[str], origin: list[int], language: str | None) -> None:
     """Python: a new ``def``/``class`` beside a kept one of the same name, at the same depth
     in the same block, neither decorated. A sketch's full definition replaces the one of

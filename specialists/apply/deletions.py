@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from specialists.apply.merger import Merger
 
 __all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_remove",
-           "remove_candidates"]
+           "remove_candidates", "whole_definitions"]
 
 _BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
 
@@ -208,7 +208,7 @@ def _closed_up_definitions(merger: Merger, ja: int, jb: int, pb: int) -> bool:
     definition at the same depth (or ends the enclosing block), and no new line stands
     between. That is how a writer shows a deleted definition (Morph's and Relace's prompts
     ask for exactly this), and the structure leaves no other reading."""
-    sk, ok, width = merger.sk, merger.ok, merger.owidth
+    sk, ok = merger.sk, merger.ok
     if any(sk.keys[j] for j in range(ja + 1, jb)) or not _anchored_run(merger, jb, pb, 1):
         return False
     upper = ja  # the sketch's last line with text above, blank lines between
@@ -223,12 +223,20 @@ def _closed_up_definitions(merger: Merger, ja: int, jb: int, pb: int) -> bool:
     # may mean that place, which deletes less (nothing, for a pure insertion)
     if sk.keys[upper] in ok[pa + 1:pb] or sk.keys[jb] in ok[pa + 1:pb]:
         return False
-    p, end = pa + 1, pb
+    return whole_definitions(merger, pa + 1, pb)
+
+
+def whole_definitions(merger: Merger, lo: int, pb: int) -> bool:
+    """The original's lines with text in lo..pb are whole definitions (decorators, header,
+    body) at one depth, and line pb opens the next one at that depth (or ends the
+    enclosing block): what a sketch that shows the lines around them closed up deletes."""
+    ok, width = merger.ok, merger.owidth
+    p, end = lo, pb
     while p < end and not ok[p]:
         p += 1
     while end > p and not ok[end - 1]:
         end -= 1
-    if p >= end:
+    if p >= end or pb >= merger.n:
         return False
     level = width[p]
     lower = ok[pb]

@@ -82,6 +82,11 @@ _DEF_PATTERNS: dict[str, re.Pattern[str]] = {
         r"^(?:(?:public|private|protected|static|final|abstract|synchronized|async|override|get|set)\s+)*"
         r"(?:[\w<>\[\],.?]+\s+)?([A-Za-z_$][\w$]*)\s*\([^;]*\)\s*(?:throws [\w., ]+)?\s*\{\s*$"
     ),
+    # a function assigned to a member: ``res.send = function send(body) {``,
+    # ``Router.prototype.use = function(fn) {``, ``exports.parse = async function``
+    "member": re.compile(
+        r"^(?:[A-Za-z_$][\w$]*\.)+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?function\b"
+    ),
     "binding": re.compile(
         r"^(?:export\s+)?(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function|\(|[A-Za-z_$][\w$]*\s*=>)"
     ),
@@ -104,6 +109,10 @@ def definition_name(stripped_line: str, language: str | None) -> tuple[str, str]
         m = _DEF_PATTERNS[key].match(stripped_line)
         if m:
             return ("function" if m.group(1).startswith("function") else m.group(1), m.group(2))
+    if language in ("javascript", "typescript", "tsx"):
+        m = _DEF_PATTERNS["member"].match(stripped_line)
+        if m:
+            return ("function", m.group(1))
     m = _DEF_PATTERNS["method"].match(stripped_line)
     if m and m.group(1) not in _NOT_METHOD_NAMES:
         return ("method", m.group(1))

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from specialists.apply import align as _align
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
-from specialists.apply.merge_checks import (check_insertion_reading, check_near_ties,
-                                            check_unmatched_edges, check_weak_blocks, cross_check)
+from specialists.apply.merge_checks import (check_closed_up_context, check_copied_edges,
+                                            check_insertion_reading, check_near_ties,
+                                            check_unmatched_edges, check_weak_blocks,
+                                            cross_check)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
@@ -101,6 +103,8 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_weak_blocks(merger)
     check_unmatched_edges(merger)
     check_insertion_reading(merger)
+    check_copied_edges(merger)
+    check_closed_up_context(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

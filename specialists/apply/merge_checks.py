@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specialists.apply.anchoring import weak
+from specialists.apply.deletions import whole_definitions
 from specialists.apply.gap_search import Weights
 from specialists.apply.languages import definition_name, definitions_of
 from specialists.apply.markers import LineKind
@@ -18,8 +19,8 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
-__all__ = ["check_insertion_reading", "check_near_ties", "check_unmatched_edges",
-           "check_weak_blocks", "cross_check"]
+__all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check"]
 
 
 def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
@@ -62,24 +63,40 @@ def check_insertion_reading(merger: Merger) -> None:
         inside = [j for j in range(start, end) if sm[j] >= 0]
         gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
                 for p in range(sm[a] + 1, sm[b]) if ok[p]]
-        if not any(gone):
+        if not gone:
             continue
-        if named is None:
-            named = {name for _, name in definitions_of(sk.keys, language)}
-        if all(found is None or found[1] in named for found in gone):
-            continue  # deletes no definition the sketch does not name
         keys = sk.keys[start:end]
         outer = min(sk.widths[j] for j in range(start, end) if sk.keys[j])
+        if defined is None:
+            defined = {name for _, name in merger.definitions()}
+        if named is None:
+            named = {name for _, name in definitions_of(sk.keys, language)}
+        if all(found is None or found[1] in named for found in gone) and not _opens_new_definition(
+                merger, start, end, outer, defined):
+            # deletes no definition the sketch does not name, and the block opens no new
+            # definition whose body could have matched its neighbour's lines
+            continue
         for t, i in _insertion_splits(keys, ok, sm[start:end]):
             # the lines between are then new: an outermost definition the file has would be
             # a second one
-            if defined is None:
-                defined = {name for _, name in merger.definitions()}
             names = (definition_name(keys[x], language) for x in range(t, i)
                      if keys[x] and sk.widths[start + x] == outer)
             if not any(found is not None and found[1] in defined for found in names):
                 raise Abstain("the block also reads as new code inserted between two adjacent "
                               "original lines, deleting nothing", sk.span(start, end - 1))
+
+
+def _opens_new_definition(merger: Merger, start: int, end: int, outer: int,
+                          defined: set[str]) -> bool:
+    """The block holds, at its outermost depth, a new line opening a definition whose name
+    the original does not define (a new test beside its neighbour)."""
+    sk = merger.sk
+    for j in range(start, end):
+        if merger.sm[j] < 0 and sk.keys[j] and sk.widths[j] == outer:
+            found = definition_name(sk.keys[j], merger.language)
+            if found is not None and found[1] not in defined:
+                return True
+    return False
 
 
 def _insertion_splits(keys: list[str], ok: list[str],
@@ -103,6 +120,113 @@ def _insertion_splits(keys: list[str], ok: list[str],
         for i in range(size - 1, t, -1):
             if placed[i] != s and any(keys[t:i]) and ok[s:s + size - i] == keys[i:]:
                 yield t, i
+
+
+def check_copied_edges(merger: Merger) -> None:
+    """A block whose lines past its last pinned line (found once in the original and once
+    in the sketch), up to the marker after it, are a whole unit (a header that opens a
+    block, its body, its closing line at the header's depth) that starts with a new line
+    and matches the original only where the original repeats itself, those matches
+    replacing original lines between them: a new unit that copies its neighbour (a test
+    beside a test: ``it('…', function(done){`` / ``var app = express();`` / … / ``})``).
+    It reads as a rewrite of the next unit, whose repeated lines it matches, or as the
+    whole unit inserted after the pinned lines, deleting nothing (the mirror image before
+    a block's first pinned line too). Two readings, two files: abstain."""
+    sk, sm, ok, pos = merger.sk, merger.sm, merger.ok, merger.pos
+    kinds, m = sk.kinds, merger.m
+    for start, end in _code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        pinned = [j for j in text if sm[j] >= 0 and len(pos.get(sk.keys[j], ())) == 1
+                  and merger.scount.get(sk.keys[j]) == 1]
+        if not pinned:
+            continue
+        sides = []
+        if end < m and kinds[end] == LineKind.MARKER:
+            sides.append([j for j in text if j > pinned[-1]])
+        if start > 0 and kinds[start - 1] == LineKind.MARKER:
+            sides.append([j for j in text if j < pinned[0]])
+        for side in sides:
+            unit = _new_unit(merger, side)
+            if unit is None:
+                continue
+            matched = [sm[j] for j in unit if sm[j] >= 0]
+            if len(matched) < 3 or any(len(pos.get(sk.keys[j], ())) == 1
+                                       for j in unit if sm[j] >= 0):
+                continue
+            placed = {sm[j] for j in text if sm[j] >= 0}
+            if any(ok[p] and p not in placed for p in range(min(matched), max(matched))):
+                raise Abstain("a new unit that repeats its neighbour's lines: it rewrites "
+                              "the neighbour, or is inserted beside it",
+                              sk.span(unit[0], unit[-1]))
+
+
+def _new_unit(merger: Merger, side: list[int]) -> list[int] | None:
+    """The lines of ``side`` from its first new line on (or up to its last new line) when
+    they are one whole unit: the first is new and opens a block (ends with ``{``, ``(``,
+    ``[`` or ``:``), or is a decorator stacked on such a header; the last is at the
+    header's depth (the closing line; in Python also the body's last line), every line
+    between deeper."""
+    sk, sm = merger.sk, merger.sm
+    new = [i for i, j in enumerate(side) if sm[j] < 0]
+    if not new:
+        return None
+    for unit in (side[new[0]:], side[:new[-1] + 1]):
+        if len(unit) < 4:
+            continue
+        first, last = unit[0], unit[-1]
+        at = 0  # decorators stacked above the header belong to the unit
+        while at < len(unit) - 1 and sk.keys[unit[at]].startswith("@") \
+                and sk.widths[unit[at]] == sk.widths[first]:
+            at += 1
+        head = unit[at]
+        if sm[first] >= 0 or sk.widths[head] != sk.widths[first] \
+                or not sk.keys[head].endswith(("{", "(", "[", ":")):
+            continue
+        level = sk.widths[head]
+        inner = unit[at + 1:-1]
+        if all(sk.widths[j] > level for j in inner) and (
+                sk.widths[last] == level or (sk.widths[last] > level
+                                             and merger.language == "python")):
+            return unit
+    return None
+
+
+def check_closed_up_context(merger: Merger) -> None:
+    """A block of context only (its lines where the original has them, in order, nothing
+    new, nothing deleted) whose edge line next to a marker the original also has further
+    away, past whole definitions: placed there, the block shows the lines around those
+    definitions closed up, which deletes them (how a writer shows a deleted definition:
+    ``return x`` / blank / ``@property`` / marker). A block that changes nothing is rarely
+    written for its own sake, so the nearest place is no safer a guess: abstain."""
+    sk, sm, ok, n = merger.sk, merger.sm, merger.ok, merger.n
+    kinds = sk.kinds
+    for start, end in _code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if len(text) < 2 or any(sm[j] < 0 for j in text):
+            continue
+        if any(kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < merger.m):
+            continue
+        lo, hi = sm[text[0]], sm[text[-1]]
+        placed = {sm[j] for j in text}
+        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
+                ok[p] and p not in placed for p in range(lo, hi + 1)):
+            continue  # the block moves or deletes lines: it changes something
+        if end < merger.m and kinds[end] == LineKind.MARKER:
+            edge, inner = text[-1], text[-2]
+            limit = next((sm[j] for j in range(end, merger.m) if sm[j] >= 0), n)
+            for q in merger.pos.get(sk.keys[edge], ()):
+                if sm[edge] < q < limit and whole_definitions(merger, sm[inner] + 1, q):
+                    raise Abstain("a block of context only whose last line is also found past "
+                                  "whole definitions: it may show them deleted",
+                                  sk.span(edge, edge))
+        if start > 0 and kinds[start - 1] == LineKind.MARKER:
+            edge, inner = text[0], text[1]
+            floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+            for q in merger.pos.get(sk.keys[edge], ()):
+                if floor < q < sm[edge] and whole_definitions(merger, q + 1, sm[inner]):
+                    raise Abstain("a block of context only whose first line is also found "
+                                  "before whole definitions: it may show them deleted",
+                                  sk.span(edge, edge))
 
 
 def _check_reindent_only(merger: Merger, start: int, end: int) -> None:

@@ -103,9 +103,14 @@ def test_sketch_ending_in_code_writes_the_files_end_when_only_blank_lines_follow
     longer = original + "def g():\n    pass\n"
     asked = apply_sketch(longer, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
     assert asked.status == "abstained" and "no marker" in (asked.reason or "")
-    # ... and a long tail is kept (the marker was left out)
+    # ... and so does a long tail: the sketch rewrote the file's end, or its new last line
+    # lost the marker after it (issue 16: keeping was never right on the development sample)
     tail = original + "".join(f"def g{i}():\n    return {i}\n\n" for i in range(5))
-    kept = apply_sketch(tail, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
+    asked = apply_sketch(tail, sketch.replace("getcwd()", "getcwd() or '.'"), path="m.py")
+    assert asked.status == "abstained" and "no marker" in (asked.reason or "")
+    # with the marker, the tail is kept
+    kept = apply_sketch(tail, sketch.replace("getcwd()", "getcwd() or '.'") + "# ...\n",
+                        path="m.py")
     assert kept.applied and kept.merged is not None and kept.merged.endswith("    return 4\n\n")
 
 

@@ -151,6 +151,38 @@ def save(path, text):
     assert "ends with no marker" in (result.reason or "")
 
 
+def test_sketch_ending_with_new_code_above_more_code_and_no_marker_abstains() -> None:
+    # the file's last lines rewritten (main() deleted), or new lines inserted after save()
+    # with the trailing marker lost: the sketch does not say which
+    sketch = '''import os
+import sys
+
+
+def save(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+    print("saved", path)
+'''
+    result = apply_sketch(PY, sketch, path="a.py")
+    assert not result.applied
+    assert "ends with new code and no marker" in (result.reason or "")
+    # the same shape at the start: new first lines, no marker, code above the first anchor
+    start = '''import logging
+def main():
+    print(load(sys.argv[1]))
+'''
+    result = apply_sketch(PY, start, path="a.py")
+    assert not result.applied
+    assert "starts with new code and no marker" in (result.reason or "")
+    # a new line at the edge with only blank lines beyond it still writes the file's end
+    end = '''# ... existing code ...
+def main():
+    print(load(sys.argv[1]))
+    return 0
+'''
+    assert _merged(PY, end, "a.py") == PY + "    return 0\n"
+
+
 def test_forgotten_leading_marker_above_code_keeps_the_code() -> None:
     sketch = '''def save(path, text):
     with open(path, "w") as handle:
@@ -433,3 +465,219 @@ def b(x):
 '''
     assert _merged(FUNCS, sketch, "f.py") == FUNCS.replace("    print(x)\n    return x\n",
                                                            "    print(x, x)\n    return x\n")
+
+
+def _mocha_test(name: str) -> str:
+    return f"""  it('should {name}', function(done){{
+    var app = express();
+
+    app.use(function(req, res){{
+      res.send('{name}');
+    }});
+
+    request(app)
+    .get('/')
+    .expect(200, '{name}', done);
+  }})
+"""
+
+
+def _mocha_file(names: list[str]) -> str:
+    return ("var express = require('../')\n  , request = require('supertest');\n\n"
+            "describe('res', function(){\n" + "\n".join(_mocha_test(n) for n in names) + "})\n")
+
+
+def test_new_js_test_copying_its_neighbour_is_not_read_as_a_rewrite_of_the_next() -> None:
+    # A new `it` block after `send b`: its repeated lines (var app, app.use, request(app),
+    # .get('/'), `})`) also match `send c`'s, which reads as `send c` rewritten into it.
+    before = _mocha_file(["send a", "send b", "send c", "send d"])
+    after = _mocha_file(["send a", "send b", "send x", "send c", "send d"])
+    sketch = ("// ... existing code ...\n    .expect(200, 'send b', done);\n  })\n\n"
+              + _mocha_test("send x") + "  // ... existing code ...\n")
+    result = apply_sketch(before, sketch, path="test/res.send.js")
+    assert result.merged != _mocha_file(["send a", "send b", "send x", "send d"])
+    assert not result.applied and "neighbour" in (result.reason or "")
+    # with the next test's header shown after it, the insertion is certain
+    sketch = sketch.replace("  // ... existing code ...\n",
+                            "\n  it('should send c', function(done){\n  // ... existing code ...\n")
+    assert _merged(before, sketch, "test/res.send.js") == after
+
+
+PY_TESTS = '''def test_group(runner):
+    def create_app():
+        return Flask("group")
+
+    @click.group(cls=FlaskGroup, create_app=create_app)
+    def cli(**params):
+        pass
+
+    @cli.command()
+    def test():
+        click.echo(current_app.name)
+
+    result = runner.invoke(cli, ["test"])
+    assert result.exit_code == 0
+    assert result.output == "group\\n"
+
+
+def test_print_exceptions(runner):
+    pass
+'''
+
+
+def test_new_python_test_copying_its_neighbour_does_not_delete_the_neighbours_lines() -> None:
+    # the new test's copied lines (def cli, @cli.command(), result = ...) match the test
+    # above, whose other lines would then read as deleted; or the test is inserted whole
+    sketch = '''# ... existing code ...
+
+@pytest.mark.parametrize("debug", (True, False))
+def test_group_debug(runner, debug):
+    def create_app():
+        app = Flask("group")
+        app.debug = True
+        return app
+
+    @click.group(cls=FlaskGroup, create_app=create_app, set_debug_flag=debug)
+    def cli(**params):
+        pass
+
+    @cli.command()
+    def test():
+        click.echo(str(current_app.debug))
+
+    result = runner.invoke(cli, ["test"])
+    assert result.exit_code == 0
+    assert result.output == "%s\\n" % (not debug)
+
+
+def test_print_exceptions(runner):
+# ... existing code ...
+'''
+    result = apply_sketch(PY_TESTS, sketch, path="tests/test_cli.py")
+    assert not result.applied
+    assert "inserted between two adjacent original lines" in (result.reason or "")
+
+
+def test_js_functions_assigned_to_members_are_definitions() -> None:
+    from specialists.apply.languages import definition_name
+
+    assert definition_name("res.send = function send(body) {", "javascript") == ("function", "send")
+    assert definition_name("Router.prototype.use = function(fn) {", "javascript") == ("function", "use")
+    assert definition_name("exports.parse = async function(){", "javascript") == ("function", "parse")
+    assert definition_name("x.y = wrap(function(){", "javascript") is None
+    assert definition_name("a.b = function(){", "python") is None
+
+
+def _express_method(name: str) -> str:
+    return f"""/**
+ * Set {name} on the response.
+ *
+ * @param {{String}} value
+ * @public
+ */
+
+res.{name} = function {name}(value) {{
+  var self = this;
+  if (value === undefined) {{
+    return this;
+  }}
+  this.set('{name}', value);
+  return this;
+}};
+"""
+
+
+def test_new_js_member_function_copying_its_neighbour_abstains() -> None:
+    # express's lib style: a new `res.xyz = function xyz(...)` with the same JSDoc and body
+    # lines as `res.json` matches json's repeated lines, reading as json rewritten into xyz
+    head = "'use strict';\n\nvar res = module.exports = {};\n\n"
+    names = ["status", "links", "json", "jsonp"]
+    before = head + "\n".join(_express_method(n) for n in names)
+    sketch = ("// ... existing code ...\n" + _express_method("xyz")
+              + "\n/**\n * Set jsonp on the response.\n// ... existing code ...\n")
+    result = apply_sketch(before, sketch, path="lib/response.js")
+    assert not result.applied
+    assert "neighbour" in (result.reason or "") or "inserted" in (result.reason or "")
+
+
+SEGMENT = '''class Segment:
+    def __init__(self, text):
+        self.text = text
+
+    def __bool__(self):
+        return bool(self.text)
+
+    @property
+    def cell_length(self):
+        return len(self.text)
+
+    @property
+    def is_control(self):
+        return False
+'''
+
+
+def test_context_block_that_may_show_a_deleted_definition_abstains() -> None:
+    # `return bool(self.text)` / blank / `@property` closed up: cell_length deleted (the
+    # second `@property`), or context before it (the first)? The block changes nothing
+    # where it lands first, and the sketch's other edit does not say.
+    sketch = '''class Segment:
+    def __init__(self, text):
+        self.text = text or ""
+    # ... existing code ...
+        return bool(self.text)
+
+    @property
+    # ... existing code ...
+'''
+    result = apply_sketch(SEGMENT, sketch, path="segment.py")
+    assert not result.applied
+    assert "whole definitions" in (result.reason or "")
+    # shown with the deleted method's successor named, the deletion is read
+    sketch = sketch.replace("    @property\n    # ... existing code ...\n",
+                            "    @property\n    def is_control(self):\n    # ... existing code ...\n")
+    expected = SEGMENT.replace('self.text = text', 'self.text = text or ""').replace(
+        "    @property\n    def cell_length(self):\n        return len(self.text)\n\n", "")
+    assert _merged(SEGMENT, sketch, "segment.py") == expected
+
+
+def test_new_import_beside_a_kept_import_list_of_the_same_module_abstains() -> None:
+    original = '''import h2.events
+
+from httpx import (
+    AsyncioBackend,
+    Protocol,
+    Request,
+)
+
+
+class Backend(AsyncioBackend):
+    pass
+'''
+    # the list rewritten into one line (Protocol dropped), or a second import beside it?
+    sketch = '''# ... existing code ...
+import h2.events
+
+from httpx import AsyncioBackend, Request
+
+
+# ... existing code ...
+'''
+    result = apply_sketch(original, sketch, path="utils.py")
+    assert not result.applied
+    from specialists.apply.checks import check_split_imports
+
+    out = ["import h2.events", "", "from httpx import AsyncioBackend, Request", "", "",
+           "from httpx import (", "    AsyncioBackend,", ")"]
+    try:
+        check_split_imports(out, [0, 1, -1, -1, -1, 2, 3, 4])
+        raise AssertionError("a new import beside the kept list passed")
+    except Abstain as exc:
+        assert "new import of 'httpx'" in exc.reason
+    check_split_imports(out, [0, 1, 2, -1, -1, 5, 6, 7])  # the one-line import was there
+    # single-line imports of one module side by side stay a plain addition
+    single = original.replace("from httpx import (\n    AsyncioBackend,\n    Protocol,\n"
+                              "    Request,\n)\n", "from httpx import AsyncioBackend\n")
+    sketch = "import h2.events\n\nfrom httpx import Request\nfrom httpx import AsyncioBackend\n# ...\n"
+    assert _merged(single, sketch, "utils.py") == single.replace(
+        "from httpx import AsyncioBackend\n", "from httpx import Request\nfrom httpx import AsyncioBackend\n")
