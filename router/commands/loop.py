@@ -176,7 +176,10 @@ def register(subparsers: Any) -> None:
              "out": "--simulate: where loop.json/loop.png go",
              "data_dir": "event store and policy versions (default: live, the config's "
                          "data_dir; --simulate, OUT/state)",
-             "gate_margin": "largest reward-per-request drop the gate lets through"}
+             "gate_margin": "largest reward-per-request drop the gate lets through",
+             "max_staleness": "--simulate: also train on the last N ancestor versions' events, "
+                              "importance-weighted (default 0: on-policy only)",
+             "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str
