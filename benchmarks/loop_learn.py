@@ -304,9 +304,34 @@ def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
             done[f"3_events_ppo_{start}"] = e_ppo
             done[f"3_events_stale_{start}"] = e_stale
             done[f"3_stale_fewer_events_{start}"] = e_stale is not None and e_ppo is not None and e_stale < e_ppo
+            if target <= ppo[0]:
+                done[f"3_note_{start}"] = "on-policy PPO ends no higher than it starts: no rise to reach"
             done[f"3_stale_last_{start}"] = round(stale[-1], 5)
     out["done_when"] = done
     return out
+
+
+def mean_table(rows: list[dict]) -> str:
+    """Per start, learner and turn: the mean over seeds of the later-history reward (± the
+    pooled SE of that mean), show and accept rates, and the update's KL and clip fraction."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["start"], r["learner"], r["turn"]), []).append(r)
+    lines = ["| start | learner | turn | new events | reward / request (± SE) | show | accept | KL | clip frac | seeds |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (start, learner, turn), rs in groups.items():
+        n = len(rs)
+
+        def avg(key: str) -> float | None:
+            vals = [r[key] for r in rs if r.get(key) not in (None, "")]
+            return sum(vals) / len(vals) if vals else None
+
+        se = math.sqrt(sum(r["se"] ** 2 for r in rs)) / n
+        kl, cf = avg("kl"), avg("clip_frac")
+        lines.append(f"| {start} | {learner} | {turn} | {rs[0]['events']:,} | {avg('reward'):+.4f} (± {se:.4f}) | "
+                     f"{avg('show_rate'):.3f} | {avg('accept_rate'):.3f} | "
+                     f"{'' if kl is None else f'{kl:.3f}'} | {'' if cf is None else f'{cf:.3f}'} | {n} |")
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -> None:
@@ -356,6 +381,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--collect-share", type=float, default=0.7, help="earliest share of its pairs users type")
     p.add_argument("--pairs", type=int, default=0, help="a seeded sample of this many pairs first (0: all)")
     p.add_argument("--measure-pairs", type=int, default=0, help="cap on later-history pairs measured (0: all)")
+    p.add_argument("--collect-from", choices=["earlier", "later"], default="earlier",
+                   help="later: collect on the measured history itself — an in-sample upper bound "
+                        "on what the update can find there, not a deployable setting")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--turns", type=int, default=8)
     p.add_argument("--events-per-turn", type=int, default=4000)
@@ -416,7 +444,10 @@ def main(argv: list[str] | None = None) -> dict:
     collect_pool, later = pairs[:k], pairs[k:]
     if args.measure_pairs and len(later) > args.measure_pairs:
         later = sorted(random.Random("measure").sample(later, args.measure_pairs), key=lambda q: q.date)
-    info: dict[str, Any] = {"project": args.project, "collect_pairs": len(collect_pool),
+    if args.collect_from == "later":
+        collect_pool = list(later)
+    info: dict[str, Any] = {"project": args.project, "collect_from": args.collect_from,
+                            "collect_pairs": len(collect_pool),
                             "collect_dates": [collect_pool[0].date[:10], collect_pool[-1].date[:10]],
                             "measure_pairs": len(later), "measure_dates": [later[0].date[:10], later[-1].date[:10]]}
     ref = {}
@@ -465,6 +496,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     result = checks(rows, args)
     args.curve and plot(rows, Path(args.curve), args.starts, learners)
+    print(mean_table(rows))
     summary = {"setup": info, "always_show_fit": bc_info, **result,
                "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
                "cache_misses": cache.misses, "minutes": round((time.time() - t_start) / 60, 2),
