@@ -92,7 +92,8 @@ class PPOConfig:
     clip: float = 0.2
     """PPO's ratio clip ε: the objective stops rewarding moves beyond 1 ± ε."""
     target_kl: float = 0.02
-    """KL guard: no further step once KL(previous version ‖ this one) on the batch exceeds it."""
+    """KL guard: no further step once KL(previous version ‖ this one), exact over the actions and
+    averaged over the states of the minibatch about to be stepped on, exceeds it."""
     lr: float | None = None
     """Learning rate for this update (None: the policy's own, ``PolicyConfig.lr``)."""
     max_staleness: int = 0
