@@ -178,7 +178,10 @@ def register(subparsers: Any) -> None:
                          "data_dir; --simulate, OUT/state)",
              "gate_margin": "largest reward-per-request drop the gate lets through: a candidate "
                             "ships when the 95%% confidence interval of its paired difference "
-                            "from the deployed version starts above minus this"}
+                            "from the deployed version starts above minus this",
+             "max_staleness": "--simulate: also train on the last N ancestor versions' events, "
+                              "importance-weighted (default 0: on-policy only)",
+             "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str

@@ -296,6 +296,15 @@ class EventStore:
                                     .where(self.actions.c.policy_version != version)).scalar()
                        or 0)
 
+    def count_outside(self, versions: list[str]) -> int:
+        """Events drawn by any version not in ``versions``: what a trainer using those refuses."""
+        from sqlalchemy import func, select
+
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(self.actions)
+                                    .where(self.actions.c.policy_version.not_in(versions))).scalar()
+                       or 0)
+
     def pending(self) -> int:
         """Shown suggestions still waiting for feedback."""
         from sqlalchemy import exists, func, select

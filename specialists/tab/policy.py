@@ -8,6 +8,15 @@ baseline (the value of the state) for REINFORCE.
 On-policy discipline (DESIGN.md, the online loop): every :class:`Action` carries the
 ``version`` of the policy that drew it, and :meth:`TabPolicy.train_step` refuses any sample
 drawn by another version — older samples are off-policy. Each update bumps the version.
+
+:meth:`TabPolicy.ppo_update` is the update the live loop and the learning benchmark share:
+PPO-clip over several epochs of one batch with a KL guard against the version that drew it,
+the learned value as baseline, and the optimizer state and advantage scale carried from one
+version to the next (saved beside the weights). By default it too takes only the current
+version's samples; ``max_staleness > 0`` admits those of the last few versions, each
+corrected towards the current policy by its importance weight, clipped at ``is_clip`` (the
+"decoupled" PPO objective of Hilton et al., 2021: the proximal policy is the current
+version, the behaviour policy the one that logged the sample).
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from typing import Any, Sequence
 from specialists.tab.features import ACTION_FEATURES, STATE_FEATURES, Observation
 from specialists.tab.replay import Suggestion
 
-__all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "OffPolicyError"]
+__all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "PPOConfig", "OffPolicyError", "OPTIMIZER_FILE"]
+
+OPTIMIZER_FILE = "optimizer.pt"
+"""Beside ``policy.safetensors``: the Adam state an update leaves for the next version's."""
 
 
 class OffPolicyError(ValueError):
@@ -67,6 +79,28 @@ class PolicyConfig:
     normalize_advantages: bool = False
     n_state: int = len(STATE_FEATURES)
     n_action: int = len(ACTION_FEATURES)
+
+
+@dataclass
+class PPOConfig:
+    """One PPO update of a batch (:meth:`TabPolicy.ppo_update`)."""
+
+    epochs: int = 4
+    """Passes over the batch (the KL guard may stop earlier)."""
+    minibatches: int = 4
+    """Gradient steps per epoch: the batch cut into this many shuffled parts."""
+    clip: float = 0.2
+    """PPO's ratio clip ε: the objective stops rewarding moves beyond 1 ± ε."""
+    target_kl: float = 0.02
+    """KL guard: no further step once KL(previous version ‖ this one), exact over the actions and
+    averaged over the states of the minibatch about to be stepped on, exceeds it."""
+    lr: float | None = None
+    """Learning rate for this update (None: the policy's own, ``PolicyConfig.lr``)."""
+    max_staleness: int = 0
+    """Admit samples drawn by up to this many versions back (0: on-policy only)."""
+    is_clip: float = 1.0
+    """Truncation ``c`` of a stale sample's importance weight π_current / π_behaviour."""
+    seed: int = 0
 
 
 def _net(cfg: PolicyConfig):
@@ -117,6 +151,9 @@ class TabPolicy:
         self.net = _net(self.config)
         self.version = version
         self.opt = torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
+        self.adv_stats: dict[str, float] = {"count": 0.0, "mean": 0.0, "m2": 0.0}
+        """Running moments of the advantages seen by every version (Welford), carried across
+        versions so that their scale does not jump with one batch's mix of outcomes."""
         self.trained_with: dict[str, Any] = {}
         """The training arguments saved with a loaded policy (LM prompt length and the like)."""
         self._gen = torch.Generator().manual_seed(seed)
@@ -232,22 +269,151 @@ class TabPolicy:
                 "tab/approx_kl": (old_logprob - logprob.detach()).mean().item(),
                 "tab/reward": rewards.mean().item(), "tab/value": value.mean().item()}
 
+    def _adv_scale(self, adv: Any) -> float:
+        """Fold this batch's advantages into the running moments; their running std."""
+        import math
+
+        st = self.adv_stats
+        for x in adv.tolist():
+            st["count"] += 1.0
+            d = x - st["mean"]
+            st["mean"] += d / st["count"]
+            st["m2"] += d * (x - st["mean"])
+        var = st["m2"] / st["count"] if st["count"] > 1 else 1.0
+        return math.sqrt(var) + 1e-6
+
+    def ppo_update(self, samples: Sequence[Sample], ppo: PPOConfig | None = None,
+                   versions: set[int] | None = None) -> dict[str, float]:
+        """PPO-clip on one batch, several epochs, KL-guarded; bumps the version.
+
+        Samples must come from this version, or (``ppo.max_staleness`` > 0) from at most that
+        many versions back — ``versions``, when given, names them (the live loop's numbers
+        follow lineage, not arithmetic); any other raises :class:`OffPolicyError`. A stale sample's
+        objective is weighted by min(c, π_current(a|s) / π_behaviour(a|s)), from the
+        log-probability logged when it was drawn. Returns per-update statistics: reward and
+        its standard error, KL to the previous version, clip fraction, grad norm, entropy,
+        the epochs and steps run and the importance weights' mean and clipped share.
+        """
+        import math
+
+        import torch
+
+        ppo = ppo or PPOConfig()
+        if not samples:
+            raise ValueError("no samples")
+        lo = self.version - max(0, ppo.max_staleness)
+        if versions is None or not ppo.max_staleness:
+            versions = set(range(lo, self.version + 1)) if ppo.max_staleness else {self.version}
+        bad = [s.version for s in samples if s.version not in versions]
+        if bad:
+            window = (f"versions {sorted(versions)}" if ppo.max_staleness
+                      else f"the current version {self.version}")
+            raise OffPolicyError(f"{len(bad)} of {len(samples)} samples come from policy version(s) "
+                                 f"{sorted(set(bad))}, outside {window}; they are not used")
+        if ppo.lr is not None:
+            for group in self.opt.param_groups:
+                group["lr"] = ppo.lr
+        self.net.train()
+        state, hidden, actions, mask = self._tensors([s.obs for s in samples])
+        idx = torch.tensor([s.action.index for s in samples])
+        rewards = torch.tensor([s.reward for s in samples], dtype=torch.float32)
+        behaviour = torch.tensor([s.action.logprob for s in samples], dtype=torch.float32)
+        stale = torch.tensor([s.version != self.version for s in samples])
+        with torch.no_grad():
+            logits0, value0 = self.net(state, hidden, actions, mask)
+            logp0_all = torch.log_softmax(logits0, dim=-1)
+            p0 = logp0_all.exp()
+            logp0 = logp0_all.gather(1, idx[:, None]).squeeze(1)
+            # importance weight of each sample towards the current (proximal) policy; on-policy: 1
+            raw_w = torch.where(stale, (logp0 - behaviour).exp(), torch.ones_like(logp0))
+            weight = raw_w.clamp(max=ppo.is_clip) if ppo.max_staleness else raw_w
+            adv = rewards - value0
+            if self.config.normalize_advantages:
+                adv = adv / self._adv_scale(adv)
+
+        def kl_to_previous(logp_all: Any, rows: Any) -> Any:
+            """Exact KL(previous ‖ current) over the actions, averaged over the states."""
+            q = p0[rows]
+            diff = torch.where(q > 0, logp0_all[rows] - logp_all, torch.zeros_like(logp_all))
+            return (q * diff).sum(-1).mean()
+
+        n = len(samples)
+        gen = torch.Generator().manual_seed(ppo.seed + self.version)
+        n_mb = max(1, min(ppo.minibatches, n))
+        steps = 0
+        epochs_run = 0
+        stopped = False
+        grad_norms: list[float] = []
+        for _ in range(max(1, ppo.epochs)):
+            perm = torch.randperm(n, generator=gen)
+            for rows in torch.chunk(perm, n_mb):
+                logits, value = self.net(state[rows], hidden[rows], actions[rows], mask[rows])
+                logp_all = torch.log_softmax(logits, dim=-1)
+                if steps and kl_to_previous(logp_all, rows).item() > ppo.target_kl:
+                    stopped = True
+                    break
+                logp = logp_all.gather(1, idx[rows][:, None]).squeeze(1)
+                ratio = (logp - logp0[rows]).exp()
+                a, w = adv[rows], weight[rows]
+                surrogate = torch.min(ratio * a, ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * a)
+                pg_loss = -(w * surrogate).mean()
+                v_loss = 0.5 * (w * (value - rewards[rows]) ** 2).mean()
+                p = logp_all.exp()
+                entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1).mean()
+                loss = pg_loss + self.config.vf_coef * v_loss - self.config.ent_coef * entropy
+                self.opt.zero_grad()
+                loss.backward()
+                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(self.net.parameters(),
+                                                                       self.config.max_grad_norm)))
+                self.opt.step()
+                steps += 1
+            if stopped:
+                break
+            epochs_run += 1
+        self.net.eval()
+        with torch.no_grad():
+            logits, value = self.net(state, hidden, actions, mask)
+            logp_all = torch.log_softmax(logits, dim=-1)
+            logp = logp_all.gather(1, idx[:, None]).squeeze(1)
+            ratio = (logp - logp0).exp()
+            kl = kl_to_previous(logp_all, torch.arange(n)).item()
+            p = logp_all.exp()
+            entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1).mean()
+            clip_frac = ((ratio - 1).abs() > ppo.clip).float().mean().item()
+            v_loss = 0.5 * ((value - rewards) ** 2).mean().item()
+        self.version += 1
+        sd = rewards.std().item() if n > 1 else 0.0
+        return {"tab/reward": rewards.mean().item(), "tab/reward_se": sd / math.sqrt(n),
+                "tab/kl": kl, "tab/approx_kl": (logp0 - logp).mean().item(),
+                "tab/clip_frac": clip_frac, "tab/grad_norm": sum(grad_norms) / max(1, len(grad_norms)),
+                "tab/entropy": entropy.item(), "tab/v_loss": v_loss, "tab/value": value0.mean().item(),
+                "tab/epochs": float(epochs_run), "tab/steps": float(steps),
+                "tab/kl_stopped": float(stopped), "tab/stale_share": stale.float().mean().item(),
+                "tab/is_weight": weight.mean().item(),
+                "tab/is_clipped": (raw_w > ppo.is_clip).float().mean().item() if ppo.max_staleness else 0.0}
+
     # -- persistence -------------------------------------------------------------------
     def save(self, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+        """Weights (with the feature normalizer) in ``policy.safetensors``; the optimizer's
+        state in ``optimizer.pt``, so that the next version's update continues it."""
+        import torch
         from safetensors.torch import save_file
 
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in self.net.state_dict().items()}, str(p / "policy.safetensors"))
+        if self.opt.state:
+            torch.save(self.opt.state_dict(), p / OPTIMIZER_FILE)
         info = {"version": self.version, "config": asdict(self.config),
-                "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES, **(meta or {})}
+                "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES,
+                "adv_stats": dict(self.adv_stats), **(meta or {})}
         (p / "policy.json").write_text(json.dumps(info, indent=1) + "\n")
 
     def state(self) -> dict[str, Any]:
         """What :meth:`from_state` needs to rebuild this policy elsewhere (another process)."""
         return {"config": asdict(self.config), "version": self.version,
                 "weights": {k: v.detach().clone() for k, v in self.net.state_dict().items()},
-                "trained_with": dict(self.trained_with)}
+                "trained_with": dict(self.trained_with), "adv_stats": dict(self.adv_stats)}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "TabPolicy":
@@ -255,6 +421,7 @@ class TabPolicy:
         policy.net.load_state_dict(state["weights"])
         policy.net.eval()
         policy.trained_with = dict(state["trained_with"])
+        policy.adv_stats = dict(state.get("adv_stats") or policy.adv_stats)
         return policy
 
     @classmethod
@@ -271,4 +438,9 @@ class TabPolicy:
         policy.net.load_state_dict(load_file(str(p / "policy.safetensors")))
         policy.net.eval()
         policy.trained_with = dict(info.get("train_args") or {})
+        policy.adv_stats = {k: float(v) for k, v in (info.get("adv_stats") or policy.adv_stats).items()}
+        if (p / OPTIMIZER_FILE).exists():
+            import torch
+
+            policy.opt.load_state_dict(torch.load(p / OPTIMIZER_FILE, weights_only=True))
         return policy

@@ -51,6 +51,11 @@ class LoopArgs:
     """Where the loop keeps its event store and policy versions (default: <out>/state)."""
     seed: int = 0
     feedback_timeout_s: float = 120.0
+    max_staleness: int = 0
+    """Train on the events of the deployed version's last N ancestors too, importance-weighted
+    (0: on-policy only, DESIGN.md's rule)."""
+    is_clip: float = 1.0
+    """Clip of a stale event's importance weight (with ``max_staleness`` > 0)."""
 
 
 @dataclass
@@ -237,7 +242,10 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     row.requests_per_s = stats.summary()["requests_per_s"]
     row.errors = len(stats.errors)
     t1 = time.monotonic()
-    report = train_from_events(events, store)
+    from specialists.tab.policy import PPOConfig
+
+    report = train_from_events(events, store, ppo=PPOConfig(max_staleness=args.max_staleness,
+                                                            is_clip=args.is_clip))
     row.train_s = time.monotonic() - t1
     row.events, row.off_policy_refused = report.events_used, report.off_policy_refused
     row.show_rate, row.accept_rate = round(report.show_rate, 4), round(report.accept_rate, 4)

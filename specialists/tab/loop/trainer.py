@@ -1,7 +1,13 @@
 """Turn the deployed version's labelled events into the next policy version.
 
-Only on-policy events are used: those drawn by the deployed version. Events of any other
-version are counted and refused, never silently mixed in (DESIGN.md, the online loop).
+The update is :meth:`TabPolicy.ppo_update` (PPO-clip, several epochs, KL guard, learned
+value baseline), continuing the Adam state and advantage scale the parent version saved.
+By default only on-policy events are used: those drawn by the deployed version. Events of
+any other version are counted and refused, never silently mixed in (DESIGN.md, the online
+loop). ``PPOConfig.max_staleness = k`` admits the events of the deployed version's last
+``k`` ancestors too (by lineage), each importance-weighted towards the current policy from
+its logged log-probability and clipped at ``PPOConfig.is_clip``; older ones are refused and
+counted the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from specialists.tab.events import EventStore, LabelledEvent
 from specialists.tab.features import from_features
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["TrainReport", "held_out", "reward_of", "split_events", "train_from_events"]
+__all__ = ["TrainReport", "ancestors", "held_out", "reward_of", "split_events", "train_from_events"]
 
 
 @dataclass
@@ -33,6 +39,8 @@ class TrainReport:
     accept_rate: float
     seconds: float
     stats: dict[str, float] = field(default_factory=dict)
+    stale_used: int = 0
+    """Events of earlier versions (within ``max_staleness``) trained on, importance-weighted."""
 
 
 def reward_of(event: LabelledEvent, reward: Any) -> float:
@@ -70,17 +78,35 @@ def split_events(labelled: list[LabelledEvent], share: float
     return train, held
 
 
+def ancestors(store: PolicyStore, version: int, k: int) -> list[int]:
+    """``version``'s last ``k`` ancestors by lineage, nearest first (fewer at the root)."""
+    out: list[int] = []
+    v: int | None = version
+    while len(out) < k and v is not None:
+        try:
+            parent = store.lineage(v).get("parent")
+        except SpecialistError:
+            break
+        v = int(parent) if parent is not None else None
+        if v is not None:
+            out.append(v)
+    return out
+
+
 def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int = 1,
                       reward: Any = None, holdout: float = 0.0,
-                      labelled: list[LabelledEvent] | None = None) -> TrainReport:
-    """One policy-gradient update on the deployed version's labelled events; publishes v+1.
+                      labelled: list[LabelledEvent] | None = None, ppo: Any = None) -> TrainReport:
+    """One PPO update on the deployed version's labelled events; publishes v+1.
 
     ``holdout``: the share of events kept out of training for the gate (``split_events``).
-    ``labelled``: those events, when the caller has already read them from ``events``."""
-    from specialists.tab.policy import Action, Sample, TabPolicy
+    ``labelled``: those events, when the caller has already read them from ``events``.
+    ``ppo``: a :class:`~specialists.tab.policy.PPOConfig` (default: its defaults, on-policy
+    only); with ``max_staleness > 0`` the last ancestors' events are added, weighted."""
+    from specialists.tab.policy import Action, PPOConfig, Sample, TabPolicy
     from specialists.tab.replay import RewardConfig
 
     reward = reward or RewardConfig()
+    ppo = ppo or PPOConfig()
     t0 = time.monotonic()
     parent = store.deployed()
     if parent is None:
@@ -92,8 +118,13 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
     elif any(e.policy_version != str(parent) for e in labelled):
         raise SpecialistError(f"the events given are not all version {parent}'s, the "
                               "deployed one; off-policy events are not trained on")
+    window = ancestors(store, parent, ppo.max_staleness) if ppo.max_staleness > 0 else []
+    old: list[LabelledEvent] = []
+    for v in window:
+        old += events.labelled(str(v))
     labelled, _ = split_events(labelled, holdout)
-    refused = events.count_other_versions(str(parent))
+    old, _ = split_events(old, holdout)
+    refused = events.count_outside([str(parent), *map(str, window)])
     if len(labelled) < min_events:
         raise SpecialistError(f"only {len(labelled)} labelled events for version {parent} "
                          f"(need {min_events}); collect more first")
@@ -101,7 +132,10 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
     samples = [Sample(from_features(e.features, n_feat),
                       Action(index=int(e.action), logprob=e.logprob, version=parent),
                       reward_of(e, reward)) for e in labelled]
-    stats = policy.train_step(samples)
+    stale = [Sample(from_features(e.features, n_feat),
+                    Action(index=int(e.action), logprob=e.logprob, version=int(e.policy_version)),
+                    reward_of(e, reward)) for e in old]
+    stats = policy.ppo_update(samples + stale, ppo, versions={parent, *window})
     # A gate may have held back an earlier child of this parent: never reuse a number.
     policy.version = max(policy.version, max(store.versions(), default=0) + 1)
     shown = [e for e in labelled if e.shown]
@@ -111,12 +145,12 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
                          off_policy_refused=refused, reward_mean=sum(rewards) / len(rewards),
                          show_rate=len(shown) / len(labelled),
                          accept_rate=len(accepted) / max(1, len(shown)),
-                         seconds=time.monotonic() - t0, stats=stats)
+                         seconds=time.monotonic() - t0, stats=stats, stale_used=len(stale))
     with tempfile.TemporaryDirectory() as tmp:
         policy.save(tmp)
         store.publish(tmp, policy.version, {
             "parent": parent, "events_used": report.events_used,
-            "off_policy_refused": refused, "reward_mean": report.reward_mean,
+            "off_policy_refused": refused, "stale_used": len(stale), "reward_mean": report.reward_mean,
             "show_rate": report.show_rate, "accept_rate": report.accept_rate,
             "code_revision": code_revision(), "train_stats": stats})
     return report

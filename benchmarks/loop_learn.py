@@ -1,0 +1,512 @@
+"""Does the Tab loop learn where it is deployed? (issue 15)
+
+    python benchmarks/loop_learn.py DATA --project requests --seeds 0,1,2 --turns 8 \\
+        --events-per-turn 4000 --start shipped,always_show --learner ppo,bandit,ppo_stale
+
+One held-out project (no training step has seen it): its pairs sorted by ``date``; the
+first ``--collect-share`` of them are the history the simulated users type while the loop
+collects, the rest its *later* history, on which every deployed version is measured.
+
+Per seed, start and learner, turn 0 deploys the start; each turn then
+
+1. measures the deployed version on every request of the later history, with its greedy
+   (deterministic) decisions: reward per request and its standard error across requests,
+   show and accept rates;
+2. collects ``--events-per-turn`` events on the earlier history, the deployed version
+   sampling its actions (the next pairs of a seeded cycle over that history);
+3. updates: ``ppo`` — :meth:`TabPolicy.ppo_update` on this turn's events only (the
+   function the live loop's trainer calls: PPO-clip, epochs, KL guard, learned value
+   baseline, Adam state and advantage scale carried across versions); ``ppo_stale`` — the
+   same on ``--stale-events-per-turn`` new events plus those of the last
+   ``--max-staleness`` versions, importance-weighted towards the current policy and clipped
+   at ``--is-clip``; ``bandit`` — LinUCB (``specialists.tab.loop.bandit``) over the same
+   features and actions, refitted on every event so far, greedy when measured.
+
+Starts: ``shipped`` — the checkpoint's policy; ``always_show`` — a supervised head (same
+network, fresh weights) fitted by cross-entropy to the ensemble default's line (the longest
+context-copy match to its line end, else the LM's line: ``baselines.default_candidate``),
+with label smoothing ``--bc-smoothing`` spread over the other actions, and its value head to
+that rule's rewards, on the *training* projects (``--bc-projects``): it shows nearly always.
+
+Collection is in-process (``harness.ObservationCache``: the LM is frozen, so its features
+are computed once per state; sessions are stepped in lockstep so the head runs batched).
+Prints one row per turn and a JSON summary last with the issue's checks computed: per
+seed, last − first > 2 × pooled SE (sqrt(SE_first² + SE_last²)); PPO against the bandit
+on the last turn; stale reuse against on-policy in new events needed. Writes the curves
+(``--curve``) and everything measured (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from specialists.tab.data import Pair, load_split  # noqa: E402
+from specialists.tab.features import Observation  # noqa: E402
+from specialists.tab.harness import ObservationCache, pair_key  # noqa: E402
+from specialists.tab.replay import Outcome, RewardConfig, Session  # noqa: E402
+
+
+@dataclass
+class Step:
+    obs: Observation
+    index: int
+    logprob: float
+    version: int
+    outcome: Outcome
+
+
+@dataclass
+class Decision:
+    index: int
+    logprob: float = 0.0
+    version: int = 0
+
+
+DecideMany = Callable[[Sequence[Observation]], list[Decision]]
+
+
+MAX_PER_PAIR = 300
+"""Requests replayed per edit at most (``--max-requests-per-pair``): one edit of requests'
+history asks 7,340 times, and would otherwise be half of what is measured."""
+
+
+def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
+            reward: RewardConfig, limit: int = 0) -> list[Step]:
+    """Replay ``pairs`` in lockstep (one batched decision per round), each for its first
+    ``MAX_PER_PAIR`` requests; ``limit``: stop once that many steps are taken (the last
+    round may overshoot; the caller cuts)."""
+    sessions = [(Session(p, reward=reward), pair_key(p)) for p in pairs]
+    active = list(range(len(sessions)))
+    steps: list[Step] = []
+    rounds = 0
+    while active and rounds < MAX_PER_PAIR:
+        rounds += 1
+        live, reqs = [], []
+        for i in active:
+            req = sessions[i][0].next_request()
+            if req is not None:
+                live.append(i)
+                reqs.append(req)
+        active = live
+        if not active:
+            break
+        obs = [cache.get(sessions[i][1], r) for i, r in zip(active, reqs)]
+        for i, o, d in zip(active, obs, decide(obs)):
+            sug = o.suggestion(d.index - 1) if d.index > 0 else None
+            steps.append(Step(o, d.index, d.logprob, d.version, sessions[i][0].respond(sug)))
+        if limit and len(steps) >= limit:
+            break
+    return steps
+
+
+def policy_decider(policy: Any, sample: bool) -> DecideMany:
+    def decide(obs: Sequence[Observation]) -> list[Decision]:
+        return [Decision(a.index, a.logprob, a.version) for a in policy.act_many(obs, sample=sample)]
+    return decide
+
+
+def bandit_decider(bandit: Any, explore: bool) -> DecideMany:
+    def decide(obs: Sequence[Observation]) -> list[Decision]:
+        return [Decision(c.index) for c in bandit.choose_many(obs, explore)]
+    return decide
+
+
+def measure(steps: list[Step]) -> dict[str, float]:
+    n = len(steps)
+    rewards = [s.outcome.reward for s in steps]
+    mean = sum(rewards) / n
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(1, n - 1))
+    shown = sum(s.outcome.shown for s in steps)
+    accepted = sum(s.outcome.accepted for s in steps)
+    return {"requests": n, "reward": mean, "se": sd / math.sqrt(n), "show_rate": shown / n,
+            "accept_rate": accepted / max(1, shown)}
+
+
+# -- the always-show start --------------------------------------------------------------
+def default_row(obs: Observation) -> int:
+    """The action (as ``Action.index``) that shows the ensemble default's line: that
+    candidate at the line's end, or at its longest cut within the line; 0 when none."""
+    from specialists.tab.baselines import default_candidate
+
+    pick = default_candidate(obs)
+    if pick is None:
+        return 0
+    cand, cut = pick
+    ci = next((i for i, c in enumerate(obs.candidates) if c is cand), -1)
+    best, best_cut = 0, -1
+    for r, (c, k) in enumerate(obs.rows):
+        if int(c) == ci and best_cut < int(k) <= cut:
+            best, best_cut = r + 1, int(k)
+    return best
+
+
+def always_show_start(shipped: Any, pairs: Sequence[Pair], cache: ObservationCache, seed: int,
+                      steps: int, smoothing: float, reward: RewardConfig) -> tuple[Any, dict]:
+    """A fresh head of the shipped architecture fitted to always show the ensemble default."""
+    import torch
+
+    from specialists.tab.policy import PolicyConfig, TabPolicy
+
+    data = rollout(pairs, cache, lambda obs: [Decision(default_row(o)) for o in obs], reward)
+    policy = TabPolicy(PolicyConfig(**asdict(shipped.config)), seed=seed)
+    policy.fit_normalizer([s.obs for s in data])
+    state, hidden, actions, mask = policy._tensors([s.obs for s in data])
+    target = torch.tensor([s.index for s in data])
+    rewards = torch.tensor([s.outcome.reward for s in data], dtype=torch.float32)
+    valid = torch.cat([torch.ones(len(data), 1, dtype=torch.bool), mask], dim=1)
+    dist = valid.float() * smoothing / valid.sum(1, keepdim=True).clamp(min=1)
+    dist[torch.arange(len(data)), target] += 1 - smoothing
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(policy.net.parameters(), lr=3e-3)
+    policy.net.train()
+    for _ in range(steps):
+        rows = torch.randint(0, len(data), (min(256, len(data)),), generator=gen)
+        logits, value = policy.net(state[rows], hidden[rows], actions[rows], mask[rows])
+        logp = torch.log_softmax(logits, dim=-1)
+        ce = -(dist[rows] * torch.where(valid[rows], logp, torch.zeros_like(logp))).sum(-1).mean()
+        loss = ce + 0.5 * ((value - rewards[rows]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    policy.net.eval()
+    with torch.no_grad():
+        logits, _ = policy.net(state, hidden, actions, mask)
+        agree = (logits.argmax(-1) == target).float().mean().item()
+        p_show = 1 - torch.softmax(logits, -1)[:, 0].mean().item()
+    policy.opt = torch.optim.Adam(policy.net.parameters(), lr=policy.config.lr)  # RL starts afresh
+    info = {"bc_events": len(data), "bc_agree": round(agree, 4), "bc_mean_p_show": round(p_show, 4),
+            "bc_rule_show_rate": round(sum(s.index > 0 for s in data) / len(data), 4)}
+    return policy, info
+
+
+# -- one learning run -------------------------------------------------------------------
+def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect_pool: list[Pair],
+          measure_pairs: list[Pair], cache: ObservationCache, reward: RewardConfig,
+          log: Callable[[dict], None]) -> list[dict]:
+    import torch
+
+    from specialists.tab.loop.bandit import LinUCB
+    from specialists.tab.policy import PPOConfig, Sample
+
+    torch.manual_seed(seed)
+    policy = copy.deepcopy(start)
+    policy._gen = torch.Generator().manual_seed(seed)
+    version0 = policy.version
+    bandit = LinUCB.like(policy, alpha=args.alpha, reward_none=reward.none) if learner == "bandit" else None
+    stale = learner == "ppo_stale"
+    per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
+    ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
+                    target_kl=args.target_kl, lr=args.lr, seed=seed,
+                    max_staleness=args.max_staleness if stale else 0, is_clip=args.is_clip)
+    order = list(collect_pool)
+    random.Random(f"{seed}:collect").shuffle(order)
+    cursor = 0
+    kept: list[list[Sample]] = []  # the last turns' samples (ppo_stale)
+    rows: list[dict] = []
+    events_so_far = 0
+    for turn in range(args.turns + 1):
+        t0 = time.monotonic()
+        greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
+        row: dict[str, Any] = {"start": args._start, "learner": learner, "seed": seed, "turn": turn,
+                               "events": events_so_far,
+                               **{k: round(v, 5) for k, v in measure(rollout(measure_pairs, cache, greedy, reward)).items()}}
+        if turn == args.turns:
+            row["seconds"] = round(time.monotonic() - t0, 2)
+            rows.append(row)
+            log(row)
+            break
+        # collect on the earlier history with the deployed version, exploring
+        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True))
+        batch: list[Step] = []
+        while len(batch) < per_turn:
+            chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
+            cursor += args.batch_sessions
+            batch += rollout(chunk, cache, explore, reward, limit=per_turn - len(batch))
+        batch = batch[:per_turn]
+        events_so_far += len(batch)
+        col = measure(batch)
+        row.update({"collect_reward": round(col["reward"], 5), "collect_se": round(col["se"], 5),
+                    "collect_show": round(col["show_rate"], 4), "collect_accept": round(col["accept_rate"], 4)})
+        if bandit is not None:
+            bandit.update([(s.obs, s.index, s.outcome.reward) for s in batch])
+        else:
+            from specialists.tab.policy import Action
+
+            samples = [Sample(s.obs, Action(index=s.index, logprob=s.logprob, version=s.version),
+                              s.outcome.reward) for s in batch]
+            kept = (kept + [samples])[-(ppo.max_staleness + 1):]
+            stats = policy.ppo_update([x for part in kept for x in part], ppo)
+            for k in ("kl", "grad_norm", "clip_frac", "entropy", "epochs", "is_weight", "is_clipped"):
+                row[k] = round(stats[f"tab/{k}"], 5)
+            row["trained_on"] = sum(len(p) for p in kept)
+        row["seconds"] = round(time.monotonic() - t0, 2)
+        rows.append(row)
+        log(row)
+    assert policy.version - version0 == (0 if bandit is not None else args.turns)
+    return rows
+
+
+# -- the issue's checks -----------------------------------------------------------------
+def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    runs: dict[tuple, list[dict]] = {}
+    for r in rows:
+        runs.setdefault((r["start"], r["learner"], r["seed"]), []).append(r)
+    rises: dict[str, Any] = {}
+    for (start, learner, seed), rs in sorted(runs.items()):
+        first, last = rs[0], rs[-1]
+        pooled = math.sqrt(first["se"] ** 2 + last["se"] ** 2)
+        rises[f"{start}/{learner}/seed{seed}"] = {
+            "first": first["reward"], "last": last["reward"], "gain": round(last["reward"] - first["reward"], 5),
+            "pooled_se": round(pooled, 5), "passes": last["reward"] - first["reward"] > 2 * pooled}
+    out["rise"] = rises
+
+    def mean_curve(start: str, learner: str) -> list[float]:
+        per_seed = [rs for (s, lrn, _), rs in runs.items() if s == start and lrn == learner]
+        if not per_seed:
+            return []
+        return [sum(rs[t]["reward"] for rs in per_seed) / len(per_seed) for t in range(len(per_seed[0]))]
+
+    done: dict[str, Any] = {}
+    for start in args.starts:
+        ppo_runs = {k: v for k, v in rises.items() if k.startswith(f"{start}/ppo/")}
+        if ppo_runs:
+            done[f"1_rise_{start}"] = all(v["passes"] for v in ppo_runs.values()) and len(ppo_runs) >= 3 \
+                and args.turns >= 6
+        ppo, bandit, stale = mean_curve(start, "ppo"), mean_curve(start, "bandit"), mean_curve(start, "ppo_stale")
+        if ppo and bandit:
+            done[f"2_ppo_minus_bandit_last_{start}"] = round(ppo[-1] - bandit[-1], 5)
+            done[f"2_ppo_beats_bandit_{start}"] = ppo[-1] > bandit[-1]
+        if ppo and stale:
+            target = ppo[-1]
+
+            def events_to_reach(curve: list[float], per_turn: int) -> int | None:
+                t = next((i for i, v in enumerate(curve) if v >= target), None)
+                return None if t is None else t * per_turn
+
+            e_ppo = events_to_reach(ppo, args.events_per_turn)
+            e_stale = events_to_reach(stale, args.stale_events_per_turn or args.events_per_turn)
+            done[f"3_target_{start}"] = round(target, 5)
+            done[f"3_events_ppo_{start}"] = e_ppo
+            done[f"3_events_stale_{start}"] = e_stale
+            done[f"3_stale_fewer_events_{start}"] = e_stale is not None and e_ppo is not None and e_stale < e_ppo
+            if target <= ppo[0]:
+                done[f"3_note_{start}"] = "on-policy PPO ends no higher than it starts: no rise to reach"
+            done[f"3_stale_last_{start}"] = round(stale[-1], 5)
+    out["done_when"] = done
+    return out
+
+
+def mean_table(rows: list[dict]) -> str:
+    """Per start, learner and turn: the mean over seeds of the later-history reward (± the
+    pooled SE of that mean), show and accept rates, and the update's KL and clip fraction."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["start"], r["learner"], r["turn"]), []).append(r)
+    lines = ["| start | learner | turn | new events | reward / request (± SE) | show | accept | KL | clip frac | seeds |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (start, learner, turn), rs in groups.items():
+        n = len(rs)
+
+        def avg(key: str) -> float | None:
+            vals = [r[key] for r in rs if r.get(key) not in (None, "")]
+            return sum(vals) / len(vals) if vals else None
+
+        se = math.sqrt(sum(r["se"] ** 2 for r in rs)) / n
+        kl, cf = avg("kl"), avg("clip_frac")
+        lines.append(f"| {start} | {learner} | {turn} | {rs[0]['events']:,} | {avg('reward'):+.4f} (± {se:.4f}) | "
+                     f"{avg('show_rate'):.3f} | {avg('accept_rate'):.3f} | "
+                     f"{'' if kl is None else f'{kl:.3f}'} | {'' if cf is None else f'{cf:.3f}'} | {n} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, len(starts), figsize=(5.2 * len(starts), 6.4), dpi=80, squeeze=False)
+    colors = {"ppo": "C0", "ppo_stale": "C2", "bandit": "C3"}
+    for j, start in enumerate(starts):
+        for learner in learners:
+            seeds = sorted({r["seed"] for r in rows if r["start"] == start and r["learner"] == learner})
+            for key, ax in (("reward", axes[0][j]), ("show_rate", axes[1][j])):
+                curves = []
+                for seed in seeds:
+                    rs = [r for r in rows if r["start"] == start and r["learner"] == learner and r["seed"] == seed]
+                    xs = [r["events"] / 1000 for r in rs]
+                    ys = [r[key] for r in rs]
+                    curves.append((xs, ys, [r["se"] for r in rs]))
+                    ax.plot(xs, ys, color=colors.get(learner, "k"), lw=0.6, alpha=0.35)
+                if curves:
+                    xs = curves[0][0]
+                    mean = [sum(c[1][t] for c in curves) / len(curves) for t in range(len(xs))]
+                    if key == "reward":
+                        se = [math.sqrt(sum(c[2][t] ** 2 for c in curves)) / len(curves) for t in range(len(xs))]
+                        ax.errorbar(xs, mean, yerr=[2 * s for s in se], color=colors.get(learner, "k"),
+                                    lw=1.6, capsize=2, label=learner)
+                    else:
+                        ax.plot(xs, mean, color=colors.get(learner, "k"), lw=1.6, label=learner)
+        axes[0][j].set_title(f"start: {start} — reward / request, later history (greedy)", fontsize=9)
+        axes[1][j].set_title("show rate, later history", fontsize=9)
+        for ax in (axes[0][j], axes[1][j]):
+            ax.set_xlabel("new events collected (thousands)")
+            ax.grid(alpha=0.3)
+        axes[0][j].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    global MAX_PER_PAIR
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
+    p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
+    p.add_argument("--collect-share", type=float, default=0.7, help="earliest share of its pairs users type")
+    p.add_argument("--pairs", type=int, default=0, help="a seeded sample of this many pairs first (0: all)")
+    p.add_argument("--measure-pairs", type=int, default=0, help="cap on later-history pairs measured (0: all)")
+    p.add_argument("--collect-from", choices=["earlier", "later"], default="earlier",
+                   help="later: collect on the measured history itself — an in-sample upper bound "
+                        "on what the update can find there, not a deployable setting")
+    p.add_argument("--seeds", default="0,1,2")
+    p.add_argument("--turns", type=int, default=8)
+    p.add_argument("--events-per-turn", type=int, default=4000)
+    p.add_argument("--stale-events-per-turn", type=int, default=0,
+                   help="new events per turn for ppo_stale (0: --events-per-turn)")
+    p.add_argument("--start", default="shipped,always_show")
+    p.add_argument("--learner", default="ppo,bandit,ppo_stale")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--minibatches", type=int, default=4)
+    p.add_argument("--clip", type=float, default=0.2)
+    p.add_argument("--target-kl", type=float, default=0.02)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--normalize-advantages", action="store_true",
+                   help="scale advantages by their running std, carried across versions")
+    p.add_argument("--max-staleness", type=int, default=2)
+    p.add_argument("--is-clip", type=float, default=1.0)
+    p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--bc-projects", default="train", help="projects the always-show start is fitted on")
+    p.add_argument("--bc-per-project", type=int, default=20)
+    p.add_argument("--bc-steps", type=int, default=400)
+    p.add_argument("--bc-smoothing", type=float, default=0.1)
+    p.add_argument("--max-requests-per-pair", type=int, default=MAX_PER_PAIR,
+                   help="replay each edit's first N requests only")
+    p.add_argument("--batch-sessions", type=int, default=32, help="sessions stepped together in collection")
+    p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
+    p.add_argument("--cache-dir", default="runs/learn_cache")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warm-only", action="store_true", help="compute the observations of both histories, then stop")
+    p.add_argument("--out", default="benchmarks/out/loop_learn.json")
+    p.add_argument("--curve", default="benchmarks/loop_learn_curve.png")
+    args = p.parse_args(argv)
+    args.starts = [s for s in args.start.split(",") if s]
+    learners = [s for s in args.learner.split(",") if s]
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    MAX_PER_PAIR = args.max_requests_per_pair
+
+    import torch
+
+    from specialists.tab.features import ObserveConfig
+    from specialists.tab.harness import cache_path
+    from specialists.tab.lm import TabLM
+    from specialists.tab.policy import TabPolicy
+
+    torch.set_num_threads(args.threads)
+    t_start = time.time()
+    ckpt = Path(args.checkpoint)
+    lm = TabLM(ckpt, threads=args.threads).load()
+    config = ObserveConfig()
+    cache = ObservationCache(lm, config, cache_path(args.cache_dir, ckpt, config, lm.context_tokens, lm.anchor)
+                             if args.cache_dir else None)
+    shipped = TabPolicy.load(ckpt)
+    if args.normalize_advantages:
+        shipped.config.normalize_advantages = True
+    reward = RewardConfig()
+
+    pairs = sorted(load_split(args.data, args.project, args.pairs, seed=0), key=lambda q: q.date)
+    k = int(round(args.collect_share * len(pairs)))
+    collect_pool, later = pairs[:k], pairs[k:]
+    if args.measure_pairs and len(later) > args.measure_pairs:
+        later = sorted(random.Random("measure").sample(later, args.measure_pairs), key=lambda q: q.date)
+    if args.collect_from == "later":
+        collect_pool = list(later)
+    info: dict[str, Any] = {"project": args.project, "collect_from": args.collect_from,
+                            "collect_pairs": len(collect_pool),
+                            "collect_dates": [collect_pool[0].date[:10], collect_pool[-1].date[:10]],
+                            "measure_pairs": len(later), "measure_dates": [later[0].date[:10], later[-1].date[:10]]}
+    ref = {}
+    for name, dec in (("never_show", lambda obs: [Decision(0) for _ in obs]),
+                      ("always_ensemble", lambda obs: [Decision(default_row(o)) for o in obs])):
+        ref[name] = {k2: round(v, 5) for k2, v in measure(rollout(later, cache, dec, reward)).items()}
+    info["reference"] = ref
+    cache.save()
+    if args.warm_only:
+        for i in range(0, len(collect_pool), 20):
+            rollout(collect_pool[i:i + 20], cache, lambda obs: [Decision(default_row(o)) for o in obs], reward)
+            cache.save()
+            print(f"warm: {i + 20} of {len(collect_pool)} pairs, {len(cache)} states", file=sys.stderr, flush=True)
+        return info
+    print(json.dumps({"setup": info, "seconds": round(time.time() - t_start, 1)}), file=sys.stderr, flush=True)
+
+    rows: list[dict] = []
+    bc_info: dict[str, Any] = {}
+    cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "show_rate", "accept_rate",
+            "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
+    print(" | ".join(cols))
+
+    def log(row: dict) -> None:
+        print(" | ".join(str(row.get(c, "")) for c in cols), flush=True)
+
+    bc_pairs = load_split(args.data, args.bc_projects, args.bc_per_project, seed=0) \
+        if "always_show" in args.starts else []
+    if args.project in {q.repo for q in bc_pairs}:
+        raise SystemExit(f"{args.project} is among --bc-projects: the start must not have seen it")
+    for seed in seeds:
+        for start_name in args.starts:
+            if start_name == "shipped":
+                start = shipped
+            elif start_name == "always_show":
+                start, bc_info[str(seed)] = always_show_start(shipped, bc_pairs, cache, seed, args.bc_steps,
+                                                              args.bc_smoothing, reward)
+                start.config.normalize_advantages = shipped.config.normalize_advantages
+            else:
+                raise SystemExit(f"unknown start {start_name!r}: shipped or always_show")
+            args._start = start_name
+            for learner in learners:
+                if learner not in ("ppo", "ppo_stale", "bandit"):
+                    raise SystemExit(f"unknown learner {learner!r}")
+                rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log)
+            cache.save()
+
+    result = checks(rows, args)
+    args.curve and plot(rows, Path(args.curve), args.starts, learners)
+    print(mean_table(rows))
+    summary = {"setup": info, "always_show_fit": bc_info, **result,
+               "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+               "cache_misses": cache.misses, "minutes": round((time.time() - t_start) / 60, 2),
+               "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU", "curve": args.curve}
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({**summary, "rows": rows}, indent=1) + "\n")
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""A contextual bandit over the Tab policy's own actions: the baseline the policy gradient
+must beat where it is deployed (issue 15).
+
+LinUCB (Li et al., 2010) with one linear model shared by every *show* action: a request's
+action row ``i`` (one candidate cut at one point) is described by the same features the
+policy head sees — the action's row of ``Observation.actions``, the state
+(``Observation.static`` + ``dynamic``) and, when there is one, the LM's hidden state — each
+scaled by the feature normalizer of the policy the bandit replaces. Its reward estimate is
+θ·x, its optimism α·sqrt(xᵀA⁻¹x). "Show nothing" pays the configured ``reward_none`` for
+sure, so it is not estimated: the bandit shows its best action when that action's score
+beats it. ``alpha=0`` (or ``explore=False``) is the greedy rule a deployed version serves.
+
+Unlike the policy gradient it needs no logged probabilities: every labelled event of any
+version is a (features, reward) example for the ridge regression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from specialists.tab.features import Observation
+
+__all__ = ["LinUCB", "BanditChoice"]
+
+
+@dataclass
+class BanditChoice:
+    index: int
+    """0: show nothing; ``i + 1``: the observation's action row ``i`` (as :class:`Action`)."""
+    score: float
+    """The chosen action's score (its reward estimate plus optimism; ``reward_none`` for nothing)."""
+
+
+class LinUCB:
+    """Ridge regression of reward on (action, state[, hidden]) features, with UCB exploration."""
+
+    def __init__(self, *, s_mean: Any, s_std: Any, a_mean: Any, a_std: Any, hidden_size: int = 0,
+                 alpha: float = 0.5, ridge: float = 1.0, reward_none: float = 0.0) -> None:
+        import numpy as np
+
+        self.s_mean, self.s_std = np.asarray(s_mean, np.float64), np.asarray(s_std, np.float64)
+        self.a_mean, self.a_std = np.asarray(a_mean, np.float64), np.asarray(a_std, np.float64)
+        self.hidden_size = hidden_size
+        self.alpha = alpha
+        self.reward_none = reward_none
+        self.dim = 1 + len(self.a_mean) + len(self.s_mean) + hidden_size
+        self.A = ridge * np.eye(self.dim)
+        self.b = np.zeros(self.dim)
+        self.n = 0
+        self._refresh()
+
+    @classmethod
+    def like(cls, policy: Any, **kw: Any) -> "LinUCB":
+        """A bandit over the features, and with the scaling, of ``policy`` (a TabPolicy)."""
+        net = policy.net
+        return cls(s_mean=net.s_mean.numpy(), s_std=net.s_std.numpy(), a_mean=net.a_mean.numpy(),
+                   a_std=net.a_std.numpy(), hidden_size=policy.config.hidden_size, **kw)
+
+    def _refresh(self) -> None:
+        import numpy as np
+
+        self.A_inv = np.linalg.inv(self.A)
+        self.theta = self.A_inv @ self.b
+
+    def rows(self, obs: Observation) -> Any:
+        """(A, dim): one feature vector per show action of ``obs``."""
+        import numpy as np
+
+        n = len(obs.rows)
+        state = (np.concatenate([obs.static, obs.dynamic]) - self.s_mean) / self.s_std
+        parts = [np.ones((n, 1)), (np.asarray(obs.actions, np.float64) - self.a_mean) / self.a_std,
+                 np.broadcast_to(state, (n, len(state)))]
+        if self.hidden_size:
+            h = np.asarray(obs.hidden, np.float64)
+            h = h if len(h) == self.hidden_size else np.zeros(self.hidden_size)
+            parts.append(np.broadcast_to(h, (n, self.hidden_size)))
+        return np.concatenate(parts, axis=1)
+
+    def choose(self, obs: Observation, explore: bool = True) -> BanditChoice:
+        import numpy as np
+
+        if len(obs.rows) == 0:
+            return BanditChoice(0, self.reward_none)
+        x = self.rows(obs)
+        score = x @ self.theta
+        if explore and self.alpha > 0:
+            score = score + self.alpha * np.sqrt(np.einsum("ij,jk,ik->i", x, self.A_inv, x).clip(min=0))
+        i = int(np.argmax(score))
+        if score[i] <= self.reward_none:
+            return BanditChoice(0, self.reward_none)
+        return BanditChoice(i + 1, float(score[i]))
+
+    def choose_many(self, obs_list: Sequence[Observation], explore: bool = True) -> list[BanditChoice]:
+        return [self.choose(o, explore) for o in obs_list]
+
+    def update(self, examples: Sequence[tuple[Observation, int, float]]) -> int:
+        """Fold in (observation, action index as in :class:`BanditChoice`, reward) examples;
+        "show nothing" teaches nothing (its reward is known). Returns the examples used."""
+        import numpy as np
+
+        used = 0
+        for obs, index, reward in examples:
+            if index <= 0:
+                continue
+            x = self.rows(obs)[index - 1]
+            self.A += np.outer(x, x)
+            self.b += reward * x
+            used += 1
+        self.n += used
+        self._refresh()
+        return used
