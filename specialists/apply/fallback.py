@@ -7,7 +7,8 @@ speculatively with the region's original text as the draft (``model.speculative_
 splices the answers into the file, and accepts the file only if
 
 * every region's answer ended (the end token within the budget), uses only lines of its
-  region or segment, and keeps every line of the segment that the region did not have;
+  region or segment, keeps every code line the segment shows in the segment's order, and
+  keeps the region's other lines in their order;
 * the spliced file passes the rules' own checks: it is merged as a marker-free sketch by
   ``apply_sketch`` (placeholders, duplicated or redefined code, deletions over the share
   allowed, parse check) and must come back unchanged.
@@ -126,11 +127,16 @@ def checked_region_merge(original: str, sketch: str, language: str | None, path:
 
 
 def _region_problem(region: str, segment: str, answer: str, language: str | None) -> str | None:
-    """Why one region's answer cannot be right, or None: every line it writes must be a line of
-    the region as it stands (indentation included) or a code line of the segment (which may be
-    re-indented: sketches shift), and every code line the segment adds must be in it."""
-    exact = {line.rstrip() for line in lines_of(region)}
-    have = {line.strip() for line in lines_of(region)}
+    """Why one region's answer cannot be right, or None.
+
+    * every line it writes is a line of the region as it stands (indentation included) or a
+      code line of the segment (which may be re-indented: sketches shift);
+    * every code line the segment shows is in it, in the segment's order (a lazy sketch's
+      shown lines are all in the final file);
+    * the lines it keeps from the region only, it keeps in the region's order.
+    """
+    rlines = lines_of(region)
+    exact = {line.rstrip() for line in rlines}
     code = [line for line in lines_of(segment) if classify(line.strip(), language)[0] == LineKind.CODE]
     exact |= {line.rstrip() for line in code}
     loose = {line.strip() for line in code}
@@ -138,8 +144,16 @@ def _region_problem(region: str, segment: str, answer: str, language: str | None
     for line in written:
         if line.rstrip() not in exact and line.strip() not in loose:
             return "the answer writes a line neither the original nor the sketch has"
-    out = {line.strip() for line in written}
-    for line in code:
-        if line.strip() not in have and line.strip() not in out:
-            return "the answer leaves out a line the sketch adds"
+    keys = [line.strip() for line in written if line.strip()]
+    shown = [line.strip() for line in code if line.strip()]
+    if not _subsequence(shown, keys):
+        return "the answer leaves out a line the sketch shows, or reorders them"
+    kept = [k for k in keys if k not in loose]
+    if not _subsequence(kept, [line.strip() for line in rlines if line.strip()]):
+        return "the answer reorders the original's lines"
     return None
+
+
+def _subsequence(needle: list[str], hay: list[str]) -> bool:
+    it = iter(hay)
+    return all(any(x == y for y in it) for x in needle)

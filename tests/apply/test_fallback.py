@@ -79,13 +79,21 @@ def test_checked_merge_abstains_on_invented_dropped_or_broken_answers() -> None:
     dropped = [regs[0].original_text(olines), truth[1]]  # leaves out the sketch's new line
     res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer(dropped))
     assert not res.applied and "leaves out" in (res.reason or "")
+    # the sketch's context line lost (the model deleted the definition's header): no
+    headless = [truth[0].replace("def f3(x):\n", ""), truth[1]]
+    res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer(headless))
+    assert not res.applied and "leaves out" in (res.reason or "")
+    # the region's own lines swapped
+    reordered = truth[1].replace("    y = x + 9\n    return y * 99\n", "    return y * 99\n    y = x + 9\n")
+    res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer([truth[0], reordered]))
+    assert not res.applied and "reorders" in (res.reason or "")
     # a line of the original moved to another indentation is a line neither has
     shifted = [truth[0].replace("    return y * 3\n", "return y * 3\n"), truth[1]]
     res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer(shifted))
     assert not res.applied and "neither the original nor the sketch" in (res.reason or "")
-    # only lines of the region or sketch, but the definition twice: the rules' checks say no
-    twice = [truth[0] + truth[0], truth[1]]
-    res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer(twice))
+    # the lines pass (a sketch line may be re-indented), the rules' checks on the file do not
+    indented = [truth[0].replace("def f3(x):\n", "    def f3(x):\n"), truth[1]]
+    res = checked_region_merge(BEFORE, SKETCH, "python", None, None, _writer(indented))
     assert not res.applied and (res.reason or "").startswith("fallback: checks")
     unended = checked_region_merge(BEFORE, SKETCH, "python", None, None,
                                    lambda r, s: (None, {"tokens": 3, "seconds": 0.0, "reason": "x"}))
