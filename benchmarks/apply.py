@@ -273,7 +273,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="write each wrong or abstained case here (JSON lines)")
     parser.add_argument("--speculative", type=int, default=0, metavar="RUNS",
                         help="also time speculative edits vs greedy on a tiny model, RUNS decodes")
+    parser.add_argument("--fallback", type=Path, default=None, metavar="DIR",
+                        help="run the learned fallback (train_fallback's DIR) on every abstain")
     args = parser.parse_args(argv)
+    meter = None
+    if args.fallback:
+        from benchmarks.apply_fallback import FallbackMeter
+
+        meter = FallbackMeter(args.fallback)
 
     enc = tokenizer()
     token_cache: dict[int, int] = {}
@@ -335,6 +342,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             s["baseline_exact"] += base_exact
             if result.applied and not exact:
                 s["deleted_unchanged"] += deleted_unchanged(case.before, case.after, result.merged or "")
+        if meter is not None:
+            meter.observe(case, result, tokens)
         if failures and not exact:
             failures.write(json.dumps({
                 "project": case.project, "path": case.path, "label": case.label, "k": case.k,
@@ -406,6 +415,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if summary["baseline_tokens_per_s"] else 0.0
     summary["by_generator"] = {g: generator_summary(g, stats) for g in generators}
     print_side_by_side(summary["by_generator"])
+    if meter is not None:
+        summary["fallback"] = meter.summary(tokens_per_s)
+        meter.print_table(summary["fallback"])
     print(json.dumps(summary))
     return summary
 

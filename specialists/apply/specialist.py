@@ -11,6 +11,7 @@ Config block (every option is a constructor keyword)::
           cross_check: true      # a second, global reading must give the same file
           model: null            # a local HF causal LM path: rewrites the file on an abstain
           model_options: {device: cpu, max_new_tokens: 8192, draft_len: 24}
+          fallback: null         # a train_fallback directory: rewrites the regions on an abstain
 
 A request is ``{"original", "sketch", "path"?, "language"?}`` or ``{"files": [...]}`` of
 those. The answer's output holds one result per file and the combined diff; the request
@@ -70,6 +71,9 @@ class ApplyOptionsModel(SpecialistOptions):
     """A local causal-LM directory: rewrites the file when the rules abstain."""
     model_options: dict[str, Any] | None = None
     """``device``, ``dtype``, ``max_new_tokens``, ``draft_len`` for ``model``."""
+    fallback: str | None = None
+    """A ``train_fallback`` directory: a small model rewrites the sketch's regions when the
+    rules abstain, kept only when the rules' checks pass (off by default: see BENCHMARKS.md)."""
 
 
 class ApplySpecialist(Specialist):
@@ -81,17 +85,23 @@ class ApplySpecialist(Specialist):
 
     def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
                  cross_check: bool = True, model: str | None = None,
-                 model_options: Mapping[str, Any] | None = None) -> None:
+                 model_options: Mapping[str, Any] | None = None, fallback: str | None = None) -> None:
         super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
                          cross_check=cross_check, model=model,
-                         model_options=dict(model_options or {}))
+                         model_options=dict(model_options or {}), fallback=fallback)
         self.apply_options = ApplyOptions(max_delete_share=max_delete_share, parse_check=parse_check,
                                           fuzzy=fuzzy, cross_check=cross_check)
         self.model_name = model
         self.model_options = dict(model_options or {})
         self.fallback: Any = None
+        self.region_fallback_path = fallback
+        self.region_fallback: Any = None
 
     def setup(self) -> None:
+        if self.region_fallback_path:
+            from specialists.apply.fallback import RegionFallback
+
+            self.region_fallback = RegionFallback.load(self.region_fallback_path)
         if self.model_name:
             from specialists.apply.model import ModelApplier
 
@@ -101,6 +111,13 @@ class ApplySpecialist(Specialist):
 
     def apply_file(self, edit: FileEdit) -> ApplyResult:
         result = apply_sketch(edit.original, edit.sketch, edit.language, edit.path, self.apply_options)
+        if not result.applied and self.region_fallback is not None:
+            learned = self.region_fallback.apply(edit.original, edit.sketch, edit.language, edit.path,
+                                                 self.apply_options)
+            if learned.applied:
+                learned.stats.update(method="learned_fallback", deterministic_reason=result.reason)
+                return learned
+            result.stats["fallback"] = learned.reason
         if result.applied or self.fallback is None:
             result.stats["method"] = "deterministic"
             return result
@@ -127,4 +144,5 @@ class ApplySpecialist(Specialist):
         return Result(output=output, confidence=min(r.confidence for r in results))
 
     def health(self) -> dict[str, Any]:
-        return {"ok": True, "version": self.version, "fallback_model": self.model_name}
+        return {"ok": True, "version": self.version, "fallback_model": self.model_name,
+                "learned_fallback": self.region_fallback_path}

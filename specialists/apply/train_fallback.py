@@ -1,0 +1,277 @@
+"""Train the apply specialist's learned fallback: (original region, sketch segment) -> final region.
+
+Examples come from the training projects' commit histories only (``PROJECTS``; requests,
+cobra and express are held out, and the commits ``benchmarks/apply.py --per-project
+DEV_SKIP --seed 0`` draws from each training project are skipped so that its dev run is on
+unseen commits). Each commit is sketched by both generators (``make_sketch``, every context
+size and noise; ``benchmarks/sketch_styles.py``, every kind), each sketch is cut into regions
+by ``regions.regions`` (the same cut the fallback uses), and each region's final text is the
+label (``regions.region_target``). Only examples of at most ``n_positions`` tokens are kept.
+
+The tokenizer and model follow the Tab LM's recipe (``specialists/tab/pretrain.py``: byte-level
+BPE of 4,096 tokens trained here, a small GPT-2 trained from scratch on CPU within a time
+budget, linear warm-up then cosine decay), with the prompt's tokens masked out of the loss.
+
+    python -m specialists.apply.train_fallback --out runs/apply_fallback --minutes 25
+
+Writes ``tokenizer.json``, ``config.json``, ``model.safetensors`` and ``train.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
+                                       regions)
+
+__all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
+
+PROJECTS = ("attrs", "click", "flask", "httpx", "rich")
+EOS = "<|endoftext|>"
+
+
+@dataclass
+class FallbackArgs:
+    out: str = "runs/apply_fallback"
+    data: str = "../shared/data/commits"
+    projects: tuple[str, ...] = PROJECTS
+    dev_skip: int = 150
+    """Skip the first N commits of each project after the benchmark's seed-0 shuffle."""
+    vocab_size: int = 4096
+    n_embd: int = 192
+    n_layer: int = 4
+    n_head: int = 4
+    n_positions: int = 512
+    batch_size: int = 16
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.1
+    minutes: float = 25.0
+    max_steps: int = 0
+    threads: int = 1
+    seed: int = 0
+    max_commits: int = 0
+    """Cap on commits per project (0: all); tests use a tiny one."""
+    val_examples: int = 200
+    eval_every: int = 100
+
+
+def _rows(path: Path, skip: int) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle]
+    random.Random(0).shuffle(rows)  # the benchmark's order at --seed 0
+    return rows[skip:]
+
+
+def _sketches(row: dict[str, Any], rng: random.Random) -> Iterator[str]:
+    from specialists.apply.sketch import make_sketch
+
+    before, after, language = row["before"], row["after"], row["language"]
+    specs: list[tuple[Any, str | None]] = [(0, None), (1, None), (2, None), (3, None), ("function", None)]
+    specs += [(rng.choice((1, 2)), n) for n in ("shift", "no_first_marker", "no_last_marker", "drop_blank")]
+    for k, noise in specs:
+        try:
+            sk = make_sketch(before, after, language, k=k if k != "function" else 3,
+                             whole_function=k == "function", deletions="mixed",
+                             seed=rng.randrange(1 << 30), noise=noise)
+        except Exception:  # noqa: BLE001 - a generator failing on one commit skips it
+            continue
+        if sk.changed:
+            yield sk.text
+    try:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        make_frontier_sketch = importlib.import_module("benchmarks.sketch_styles").make_frontier_sketch
+    except ImportError:  # pragma: no cover - the benchmarks folder is not installed
+        return
+    for kind in ("context", "context", "definition", "inner", "imports"):
+        try:
+            fs = make_frontier_sketch(before, after, language, rng, kind)
+        except Exception:  # noqa: BLE001
+            continue
+        if fs.changed:
+            yield fs.text
+
+
+def examples(rows: list[dict[str, Any]], seed: int = 1) -> Iterator[tuple[str, str]]:
+    """(prompt, answer) pairs: one per region of each sketch whose label is well defined."""
+    import difflib
+
+    seen: set[str] = set()
+    for n, row in enumerate(rows):
+        rng = random.Random(seed * 1_000_003 + n)
+        before, after = row["before"], row["after"]
+        ops = difflib.SequenceMatcher(None, lines_of(before), lines_of(after), autojunk=False).get_opcodes()
+        olines = lines_of(before)
+        for sketch in _sketches(row, rng):
+            regs = regions(before, sketch, row["language"])
+            if not regs:
+                continue
+            slines = lines_of(sketch)
+            for region in regs:
+                target = region_target(before, after, region, ops)
+                if target is None:
+                    continue
+                prompt = format_prompt(region.original_text(olines), region.segment_text(slines))
+                if prompt in seen:
+                    continue
+                seen.add(prompt)
+                yield prompt, target[1] + END
+
+
+def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
+    """Byte-level BPE (the Tab LM's recipe) with the prompt's markers as special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
+                                  special_tokens=[EOS, *SPECIAL_TOKENS],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def _encode_examples(tok: Any, pairs: list[tuple[str, str]], limit: int) -> list[tuple[list[int], int]]:
+    out = []
+    for prompt, answer in pairs:
+        p = tok.encode(prompt).ids
+        a = tok.encode(answer).ids
+        if len(p) + len(a) <= limit:
+            out.append((p + a, len(p)))
+    return out
+
+
+def _batch(items: list[tuple[list[int], int]], torch: Any) -> tuple[Any, Any]:
+    width = max(len(ids) for ids, _ in items)
+    x = torch.zeros((len(items), width), dtype=torch.long)
+    y = torch.full((len(items), width), -100, dtype=torch.long)
+    for r, (ids, n_prompt) in enumerate(items):
+        x[r, :len(ids)] = torch.tensor(ids)
+        y[r, n_prompt:len(ids)] = torch.tensor(ids[n_prompt:])
+    return x, y
+
+
+def _val_loss(model: Any, val: list[tuple[list[int], int]], batch_size: int, torch: Any) -> float:
+    model.eval()
+    total = count = 0.0
+    with torch.no_grad():
+        for i in range(0, len(val), batch_size):
+            x, y = _batch(val[i:i + batch_size], torch)
+            n = int((y[:, 1:] != -100).sum())
+            total += float(model(input_ids=x, labels=y).loss) * n
+            count += n
+    model.train()
+    return total / max(count, 1.0)
+
+
+def train(args: FallbackArgs) -> dict[str, Any]:
+    """Cut the examples, train tokenizer and model; returns the figures in ``train.json``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    rows: list[dict[str, Any]] = []
+    per_project: dict[str, int] = {}
+    for name in args.projects:
+        got = _rows(Path(args.data) / f"{name}.jsonl.gz", args.dev_skip)
+        if args.max_commits:
+            got = got[:args.max_commits]
+        per_project[name] = len(got)
+        rows += got
+    pairs = list(examples(rows, args.seed + 1))
+    random.Random(args.seed).shuffle(pairs)
+    corpus = [row["after"] for row in rows] + [p + a for p, a in pairs[:2000]]
+    tok = build_tokenizer(corpus, args.vocab_size)
+    tok.save(str(out / "tokenizer.json"))
+    data = _encode_examples(tok, pairs, args.n_positions)
+    n_val = min(args.val_examples, len(data) // 10)
+    val, train_set = data[:n_val], data[n_val:]
+    prep_s = time.time() - t0
+    print(json.dumps({"examples": len(pairs), "fit": len(data), "train": len(train_set), "val": n_val,
+                      "prep_seconds": round(prep_s, 1)}), flush=True)
+
+    eos = tok.token_to_id(EOS)
+    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
+                        n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
+                        tie_word_embeddings=True)
+    model = GPT2LMHeadModel(config)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    rng = random.Random(args.seed)
+    budget = args.minutes * 60
+    history: list[dict[str, Any]] = []
+    step = tokens = 0
+    loss_ema: float | None = None
+    start = time.time()
+    while train_set:
+        frac = min(1.0, (time.time() - start) / budget) if budget > 0 else 0.0
+        if args.max_steps:
+            frac = max(frac, step / args.max_steps)
+        if frac >= 1.0:
+            break
+        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = _batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
+        loss = model(input_ids=x, labels=y).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += int((x != 0).sum())
+        loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
+        if step % args.eval_every == 0:
+            row = {"step": step, "tokens": tokens, "minutes": round((time.time() - start) / 60, 2),
+                   "train_loss": round(loss_ema, 4), "val_loss": round(_val_loss(model, val, args.batch_size, torch), 4)}
+            history.append(row)
+            print(json.dumps(row), flush=True)
+    model.save_pretrained(out, safe_serialization=True)
+    figures = {
+        "args": asdict(args), "commits": per_project, "examples": len(pairs), "examples_fit": len(data),
+        "train_examples": len(train_set), "val_examples": n_val,
+        "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
+        "train_tokens_seen": tokens, "prep_seconds": round(prep_s, 1),
+        "train_minutes": round((time.time() - start) / 60, 2),
+        "final_val_loss": round(_val_loss(model, val, args.batch_size, torch), 4) if val else None,
+        "final_train_loss": round(loss_ema, 4) if loss_ema is not None else None, "history": history,
+    }
+    (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    defaults = FallbackArgs()
+    for name, value in asdict(defaults).items():
+        if isinstance(value, tuple):
+            parser.add_argument(f"--{name.replace('_', '-')}", default=",".join(value))
+        else:
+            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
+    ns = vars(parser.parse_args(argv))
+    ns["projects"] = tuple(p for p in str(ns["projects"]).split(",") if p)
+    figures = train(FallbackArgs(**ns))
+    print(json.dumps({k: v for k, v in figures.items() if k != "history"}))
+    return figures
+
+
+if __name__ == "__main__":
+    main()
