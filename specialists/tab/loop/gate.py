@@ -129,11 +129,6 @@ class Gate:
             out.append((m.reward, m.requests))
         return out
 
-    def reward(self, policy_dir: str | Path) -> tuple[float, int]:
-        edits = self.per_edit(policy_dir)
-        n = sum(k for _, k in edits)
-        return sum(r for r, _ in edits) / max(1, n), n
-
     def check(self, candidate_dir: str | Path, candidate: int, deployed_dir: str | Path,
               deployed: int) -> GateResult:
         t0 = time.monotonic()
