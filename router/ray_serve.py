@@ -394,6 +394,9 @@ class RemoteTab(RemoteSpecialist):
 
     def swap(self, policy: Any) -> int:
         board = _board(self.app_name)
+        # what serves now, read before the publish: the health poll may see the new version
+        # while the replicas switch (the board's own first publish has no previous one)
+        serving = self._version
         seq, previous, previous_state = ray.get(
             board.publish.remote(int(policy.version), policy.state()))
         status = self._wait_switched(board, seq)
@@ -408,7 +411,7 @@ class RemoteTab(RemoteSpecialist):
             log.warning("tab replica %s switched to policy version %s at %.3f",
                         row["replica"], row["version"], row["switched_at"])
         self._version = str(policy.version)
-        return int(previous) if previous is not None else int(self._health.get("version", -1))
+        return int(previous) if previous is not None else int(serving)
 
     def _wait_switched(self, board: Any, seq: int) -> dict[str, Any]:
         deadline = time.monotonic() + self.swap_timeout_s

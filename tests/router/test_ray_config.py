@@ -1,4 +1,4 @@
-"""The ``engine`` config section and ``serve --engine ray``'s refusals; no Ray needed."""
+"""The ``engine`` config section, ``serve --engine ray``'s refusals and a Tab deploy's report; no cluster needed."""
 
 from __future__ import annotations
 
@@ -83,3 +83,41 @@ def test_serve_ray_refuses_workers(tmp_path: Any, capsys: pytest.CaptureFixture)
     assert main(["serve", "--engine", "ray", "--workers", "2", "--config",
                  _write(tmp_path)]) == 2
     assert "engine.ray.deployments" in capsys.readouterr().err
+
+
+def test_first_ray_deploy_reports_the_version_served_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The board's first publish has no previous version: the deploy reports what the
+    replicas served, read before the publish, even when the health poll sees the new
+    version while they switch (it did, and the deploy said previous == new)."""
+    ray_serve = pytest.importorskip("router.ray_serve")
+    from specialists.tab import TabSpecialist
+
+    class Call:
+        def __init__(self, fn: Any) -> None:
+            self.remote = fn
+
+    tab = ray_serve.RemoteTab("tab", TabSpecialist, handle=None, app_name="t")
+    tab._health, tab._version = {"ok": True, "version": "160"}, "160"  # the last health poll
+
+    class Board:
+        def __init__(self) -> None:
+            self.publish = Call(lambda version, state: (1, None, None))
+            self.status = Call(self._status)
+
+        def _status(self, seq: int) -> dict[str, Any]:
+            tab._health, tab._version = {"ok": True, "version": "167"}, "167"  # a poll meanwhile
+            return {"alive": ["r1"], "switched": {"r1": {"replica": "r1", "version": 167,
+                                                          "switched_at": 1.0, "error": None}}}
+
+    board = Board()
+    monkeypatch.setattr(ray_serve, "_board", lambda app_name: board)
+    monkeypatch.setattr(ray_serve.ray, "get", lambda value, **_: value)
+
+    class Policy:
+        version = 167
+
+        def state(self) -> dict[str, Any]:
+            return {}
+
+    assert tab.swap(Policy()) == 160
+    assert tab.version == "167"
