@@ -24,8 +24,10 @@ request repeats them exactly, as a person's next keystroke often does (:class:`_
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Iterator, Sequence
@@ -395,6 +397,8 @@ class TabLM:
         vocab = self.tokenizer.get_vocab_size()
         self.token_text = np.array([self.tokenizer.decode([i]) for i in range(vocab)], dtype=object)
         self.newline_tokens = np.array(["\n" in t for t in self.token_text])
+        self._by_text = sorted(range(vocab), key=lambda i: self.token_text[i])
+        self._sorted_text = [self.token_text[i] for i in self._by_text]
         self.hidden_size = int(model.config.hidden_size)
         self._allowed = lru_cache(maxsize=4096)(self._allowed_uncached)
         self._loaded = True
@@ -405,12 +409,25 @@ class TabLM:
         return self._cache.stats()
 
     def _allowed_uncached(self, tail: str) -> Any:
+        """The tokens whose text starts with ``tail``: a run of the texts in sorted order,
+        found by bisection (issue 17: a scan of the whole vocabulary in Python cost ~6 ms,
+        on one keystroke in ten, a cache miss each)."""
         import numpy as np
 
         if not tail:
             return None
-        return np.fromiter((t.startswith(tail) for t in self.token_text), dtype=bool,
-                           count=len(self.token_text))
+        texts = self._sorted_text
+        lo = bisect.bisect_left(texts, tail)
+        last = ord(tail[-1])
+        if last < sys.maxunicode:  # every text with the prefix sorts before the next prefix
+            hi = bisect.bisect_left(texts, tail[:-1] + chr(last + 1), lo)
+        else:
+            hi = lo
+            while hi < len(texts) and texts[hi].startswith(tail):
+                hi += 1
+        mask = np.zeros(len(texts), dtype=bool)
+        mask[self._by_text[lo:hi]] = True
+        return mask
 
     def _prompt(self, left: str) -> tuple[list[int], str]:
         """The prompt's token ids and the ``tail`` it leaves for the continuation.

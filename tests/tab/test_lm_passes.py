@@ -208,3 +208,30 @@ def test_window_encoded_in_two_parts_equals_the_whole(which, tiny_checkpoint) ->
         assert ids == whole.ids, repr(window[-60:])
         assert last == (whole.offsets[-1][0] if whole.ids else 0), repr(window[-60:])
     assert lm._settled.hits > 0
+
+
+@pytest.mark.parametrize("which", ["tiny", "shipped"])
+def test_tokens_allowed_after_a_tail_are_those_whose_text_starts_with_it(which, tiny_checkpoint) -> None:
+    """``TabLM._allowed`` finds the tokens that may continue a partial last token by
+    bisection over the sorted texts: the same mask as testing every token's text."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from specialists.tab.lm import TabLM
+
+    path = tiny_checkpoint if which == "tiny" else Path("specialists/tab/checkpoint")
+    lm = TabLM(path, context_tokens=48).load()
+    texts = [str(t) for t in lm.token_text]
+    rng = random.Random(1)
+    tails = {w[-k:] for w in _code_windows() for k in (1, 2, 3, 5) if len(w) >= k}
+    tails |= {t[:k] for t in rng.sample(texts, 300) for k in range(1, len(t) + 1)}
+    tails |= {"\U0010ffff", "a\U0010ffff", "\ufffd", " \n", "zzzzzzzzq"}
+    counts = []
+    for tail in sorted(tails):
+        want = np.array([t.startswith(tail) for t in texts])
+        got = lm._allowed_uncached(tail)
+        assert np.array_equal(got, want), repr(tail)
+        counts.append(int(want.sum()))
+    assert lm._allowed_uncached("") is None
+    assert min(counts) == 0 and max(counts) > 10  # both empty and wide runs were checked
