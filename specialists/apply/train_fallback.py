@@ -23,7 +23,6 @@ import argparse
 import gzip
 import importlib
 import json
-import math
 import random
 import sys
 import time
@@ -33,37 +32,27 @@ from typing import Any, Iterator
 
 from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
                                        regions)
+from specialists.lm_recipe import RecipeArgs, byte_level_bpe, fit, small_gpt2
 
 __all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
 
 PROJECTS = ("attrs", "click", "flask", "httpx", "rich")
-EOS = "<|endoftext|>"
 
 
 @dataclass
-class FallbackArgs:
+class FallbackArgs(RecipeArgs):
     out: str = "runs/apply_fallback"
     data: str = "../shared/data/commits"
     projects: tuple[str, ...] = PROJECTS
     dev_skip: int = 150
     """Skip the first N commits of each project after the benchmark's seed-0 shuffle."""
-    vocab_size: int = 4096
-    n_embd: int = 192
-    n_layer: int = 4
-    n_head: int = 4
     n_positions: int = 512
-    batch_size: int = 16
-    lr: float = 1e-3
     warmup_steps: int = 50
-    weight_decay: float = 0.1
-    minutes: float = 25.0
-    max_steps: int = 0
+    eval_every: int = 100
     threads: int = 1
-    seed: int = 0
     max_commits: int = 0
     """Cap on commits per project (0: all); tests use a tiny one."""
     val_examples: int = 200
-    eval_every: int = 100
 
 
 def _rows(path: Path, skip: int) -> list[dict[str, Any]]:
@@ -130,17 +119,7 @@ def examples(rows: list[dict[str, Any]], seed: int = 1) -> Iterator[tuple[str, s
 
 def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
     """Byte-level BPE (the Tab LM's recipe) with the prompt's markers as special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
-                                  special_tokens=[EOS, *SPECIAL_TOKENS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    return tok
+    return byte_level_bpe(texts, vocab_size, SPECIAL_TOKENS)
 
 
 def _encode_examples(tok: Any, pairs: list[tuple[str, str]], limit: int) -> list[tuple[list[int], int]]:
@@ -179,7 +158,6 @@ def _val_loss(model: Any, val: list[tuple[list[int], int]], batch_size: int, tor
 def train(args: FallbackArgs) -> dict[str, Any]:
     """Cut the examples, train tokenizer and model; returns the figures in ``train.json``."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -206,53 +184,25 @@ def train(args: FallbackArgs) -> dict[str, Any]:
     print(json.dumps({"examples": len(pairs), "fit": len(data), "train": len(train_set), "val": n_val,
                       "prep_seconds": round(prep_s, 1)}), flush=True)
 
-    eos = tok.token_to_id(EOS)
-    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
-                        n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
-                        tie_word_embeddings=True)
-    model = GPT2LMHeadModel(config)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    model = small_gpt2(args, tok)
     rng = random.Random(args.seed)
-    budget = args.minutes * 60
-    history: list[dict[str, Any]] = []
-    step = tokens = 0
-    loss_ema: float | None = None
-    start = time.time()
-    while train_set:
-        frac = min(1.0, (time.time() - start) / budget) if budget > 0 else 0.0
-        if args.max_steps:
-            frac = max(frac, step / args.max_steps)
-        if frac >= 1.0:
-            break
-        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        x, y = _batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
-        loss = model(input_ids=x, labels=y).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens += int((x != 0).sum())
-        loss_ema = loss.item() if loss_ema is None else 0.95 * loss_ema + 0.05 * loss.item()
-        if step % args.eval_every == 0:
-            row = {"step": step, "tokens": tokens, "minutes": round((time.time() - start) / 60, 2),
-                   "train_loss": round(loss_ema, 4), "val_loss": round(_val_loss(model, val, args.batch_size, torch), 4)}
-            history.append(row)
-            print(json.dumps(row), flush=True)
+
+    def next_batch() -> tuple[Any, Any]:
+        return _batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
+
+    run = fit(model, args, next_batch, lambda: _val_loss(model, val, args.batch_size, torch),
+              count_tokens=lambda x: int((x != 0).sum()), ema=0.95) if train_set else \
+        {"steps": 0, "tokens": 0, "train_loss": None, "history": [], "minutes": 0.0}
+    loss_ema = run["train_loss"]
     model.save_pretrained(out, safe_serialization=True)
     figures = {
         "args": asdict(args), "commits": per_project, "examples": len(pairs), "examples_fit": len(data),
         "train_examples": len(train_set), "val_examples": n_val,
-        "parameters": sum(p.numel() for p in model.parameters()), "steps": step,
-        "train_tokens_seen": tokens, "prep_seconds": round(prep_s, 1),
-        "train_minutes": round((time.time() - start) / 60, 2),
+        "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
+        "train_tokens_seen": run["tokens"], "prep_seconds": round(prep_s, 1),
+        "train_minutes": run["minutes"],
         "final_val_loss": round(_val_loss(model, val, args.batch_size, torch), 4) if val else None,
-        "final_train_loss": round(loss_ema, 4) if loss_ema is not None else None, "history": history,
+        "final_train_loss": round(loss_ema, 4) if loss_ema is not None else None, "history": run["history"],
     }
     (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
     return figures

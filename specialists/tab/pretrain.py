@@ -14,21 +14,20 @@ Writes ``tokenizer.json``, ``config.json``, ``model.safetensors`` and ``pretrain
 from __future__ import annotations
 
 import json
-import math
 import random
 import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
+
+from specialists.lm_recipe import EOS, RecipeArgs, byte_level_bpe, fit, small_gpt2
 
 __all__ = ["PretrainArgs", "corpus_files", "train_tokenizer", "pretrain"]
 
-EOS = "<|endoftext|>"
-
 
 @dataclass
-class PretrainArgs:
+class PretrainArgs(RecipeArgs):
     out: str = "runs/tab_pretrain"
     """Directory the tokenizer and model are written to (copy them into the shipped
     checkpoint by hand: the policy head must then be retrained on the new LM)."""
@@ -38,29 +37,10 @@ class PretrainArgs:
     """Projects whose files join the corpus (default: the training split of ``data.SPLIT``)."""
     stdlib: bool = True
     """Add the interpreter's standard library (tests and site-packages excluded)."""
-    vocab_size: int = 4096
-    """BPE vocabulary; small, because the output layer is most of a small model's cost."""
-    n_embd: int = 192
-    n_layer: int = 4
-    n_head: int = 4
-    n_positions: int = 256
-    """Context length in tokens; serving reads at most this many tokens left of the cursor."""
-    batch_size: int = 16
-    lr: float = 1e-3
-    """Peak learning rate; linear warm-up, then cosine decay over the time budget."""
-    warmup_steps: int = 100
-    weight_decay: float = 0.1
-    minutes: float = 25.0
-    """Wall-clock budget for the optimisation loop; the schedule follows elapsed time."""
-    max_steps: int = 0
-    """Stop after this many steps (0: only the time budget stops training)."""
     val_fraction: float = 0.02
-    threads: int = 2
     device: str = "auto"
-    seed: int = 0
     max_corpus_chars: int = 0
     """Cap on corpus size (0: no cap); tests use a tiny one."""
-    eval_every: int = 200
     extra_files: list[str] = field(default_factory=list)
     """More local source files or directories to read (``*.py``, ``*.js``, ``*.go`` ...)."""
 
@@ -125,18 +105,9 @@ def corpus_files(args: PretrainArgs) -> list[str]:
     return texts
 
 
-def train_tokenizer(texts: list[str], vocab_size: int):
+def train_tokenizer(texts: list[str], vocab_size: int) -> Any:
     """Byte-level BPE (GPT-2's scheme), so any UTF-8 text encodes without unknowns."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, special_tokens=[EOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    return tok
+    return byte_level_bpe(texts, vocab_size)
 
 
 def _encode(tok, texts: list[str]):
@@ -180,7 +151,6 @@ def pretrain(args: PretrainArgs) -> dict:
     """Train tokenizer and model; returns the figures written to ``pretrain.json``."""
     import numpy as np
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -197,53 +167,24 @@ def pretrain(args: PretrainArgs) -> dict:
     val, train = data[:n_val], data[n_val:]
     prep_s = time.time() - t0
 
-    eos = tok.token_to_id(EOS)
-    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
-                        n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
-                        tie_word_embeddings=True)
-    model = GPT2LMHeadModel(config)
+    model = small_gpt2(args, tok)
     model.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() narrowly
     n_params = sum(p.numel() for p in model.parameters())
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
     rng = np.random.default_rng(args.seed)
-    budget = args.minutes * 60
-    history: list[dict] = []
-    step, tokens, start = 0, 0, time.time()
-    loss_ema = None
-    while True:
-        elapsed = time.time() - start
-        frac = min(1.0, elapsed / budget) if budget > 0 else 0.0
-        if args.max_steps:
-            frac = max(frac, step / args.max_steps)
-        if frac >= 1.0:
-            break
-        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-        for g in opt.param_groups:
-            g["lr"] = lr
+
+    def next_batch() -> tuple[Any, Any]:
         x = _batch(train, args.batch_size, args.n_positions, rng, torch).to(device)  # (B, T)
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        tokens += x.numel()
-        loss_ema = loss.item() if loss_ema is None else 0.98 * loss_ema + 0.02 * loss.item()
-        if step % args.eval_every == 0:
-            row = {"step": step, "tokens": tokens, "minutes": round((time.time() - start) / 60, 2),
-                   "train_loss": round(loss_ema, 4), "val_loss": round(_val_loss(model, val, args, torch), 4)}
-            history.append(row)
-            print(json.dumps(row), flush=True)
+        return x, x
+
+    run = fit(model, args, next_batch, lambda: _val_loss(model, val, args, torch))
+    history, tokens, step, loss_ema = run["history"], run["tokens"], run["steps"], run["train_loss"]
 
     model.save_pretrained(out, safe_serialization=True)
     figures = {
         "args": asdict(args), "device": device, "parameters": n_params, "corpus_files": len(texts),
         "corpus_chars": sum(len(t) for t in texts), "corpus_tokens": int(len(data)),
         "train_tokens_seen": tokens, "steps": step, "prep_seconds": round(prep_s, 1),
-        "train_minutes": round((time.time() - start) / 60, 2),
+        "train_minutes": run["minutes"],
         "final_val_loss": round(_val_loss(model, val, args, torch), 4),
         "final_train_loss": round(loss_ema or float("nan"), 4), "history": history,
     }

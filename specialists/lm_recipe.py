@@ -1,0 +1,122 @@
+"""The recipe for the small causal LMs this project trains from scratch on a CPU.
+
+The Tab LM (``specialists/tab/pretrain.py``) and the applier's learned fallback
+(``specialists/apply/train_fallback.py``) share it: a byte-level BPE tokenizer trained here
+(GPT-2's scheme, so any UTF-8 text encodes without unknowns), a small GPT-2 with tied
+embeddings, AdamW with weight decay on the matrices only, and a schedule that follows a
+wall-clock budget (linear warm-up, then cosine decay to a tenth of the peak). Each caller
+brings its own corpus, batches and validation loss; no weights come from a hub.
+
+It sits below both specialists (the layers forbid one specialist importing another).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EOS", "RecipeArgs", "byte_level_bpe", "fit", "small_gpt2"]
+
+EOS = "<|endoftext|>"
+
+
+@dataclass
+class RecipeArgs:
+    """The model's shape and the optimisation's settings; each trainer's arguments extend it."""
+
+    vocab_size: int = 4096
+    """BPE vocabulary; small, because the output layer is most of a small model's cost."""
+    n_embd: int = 192
+    n_layer: int = 4
+    n_head: int = 4
+    n_positions: int = 256
+    """Context length in tokens."""
+    batch_size: int = 16
+    lr: float = 1e-3
+    """Peak learning rate; linear warm-up, then cosine decay over the time budget."""
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    minutes: float = 25.0
+    """Wall-clock budget for the optimisation loop; the schedule follows elapsed time."""
+    max_steps: int = 0
+    """Stop after this many steps (0: only the time budget stops training)."""
+    eval_every: int = 200
+    threads: int = 2
+    seed: int = 0
+
+
+def byte_level_bpe(texts: Sequence[str], vocab_size: int, special_tokens: Sequence[str] = ()) -> Any:
+    """A byte-level BPE tokenizer trained on ``texts``, with :data:`EOS` and
+    ``special_tokens`` as its first ids."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
+                                  special_tokens=[EOS, *special_tokens],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def small_gpt2(args: RecipeArgs, tok: Any) -> Any:
+    """A freshly initialised GPT-2 of ``args``' shape over ``tok``'s vocabulary."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    eos = tok.token_to_id(EOS)
+    config = GPT2Config(vocab_size=tok.get_vocab_size(), n_positions=args.n_positions, n_embd=args.n_embd,
+                        n_layer=args.n_layer, n_head=args.n_head, bos_token_id=eos, eos_token_id=eos,
+                        tie_word_embeddings=True)
+    return GPT2LMHeadModel(config)
+
+
+def fit(model: Any, args: RecipeArgs, next_batch: Callable[[], tuple[Any, Any]],
+        evaluate: Callable[[], float], *, count_tokens: Callable[[Any], int] | None = None,
+        ema: float = 0.98) -> dict[str, Any]:
+    """Train ``model`` in place on ``next_batch()``'s ``(input_ids, labels)`` until the time
+    budget (or ``max_steps``) runs out, printing and keeping ``evaluate()`` every
+    ``eval_every`` steps. Returns ``steps``, ``tokens`` (``count_tokens`` of each batch's
+    inputs; all of them by default), ``train_loss`` (its moving average), ``history`` and
+    ``minutes``."""
+    import torch
+
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
+    budget = args.minutes * 60
+    history: list[dict[str, Any]] = []
+    step = tokens = 0
+    loss_ema: float | None = None
+    start = time.time()
+    while True:
+        frac = min(1.0, (time.time() - start) / budget) if budget > 0 else 0.0
+        if args.max_steps:
+            frac = max(frac, step / args.max_steps)
+        if frac >= 1.0:
+            break
+        lr = args.lr * min(1.0, (step + 1) / args.warmup_steps) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = next_batch()
+        loss = model(input_ids=x, labels=y).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        tokens += x.numel() if count_tokens is None else count_tokens(x)
+        loss_ema = loss.item() if loss_ema is None else ema * loss_ema + (1 - ema) * loss.item()
+        if step % args.eval_every == 0:
+            row = {"step": step, "tokens": tokens, "minutes": round((time.time() - start) / 60, 2),
+                   "train_loss": round(loss_ema, 4), "val_loss": round(evaluate(), 4)}
+            history.append(row)
+            print(json.dumps(row), flush=True)
+    return {"steps": step, "tokens": tokens, "train_loss": loss_ema, "history": history,
+            "minutes": round((time.time() - start) / 60, 2)}
