@@ -299,6 +299,9 @@ def create_app(config: Config, *, registry: Registry | None = None,
     _include_area_routers(app)
     if not config.server.api_keys and not is_loopback(config.server.host):
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
+    from router.api.tab import TabFastLane
+
+    app.add_middleware(TabFastLane)  # innermost: inside the guard and the headers
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
                        max_body_bytes=config.server.max_body_bytes,
                        body_timeout_s=config.server.body_timeout_s)

@@ -14,6 +14,7 @@ made stale by a newer one from the same ``session``); never a 500.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
@@ -21,11 +22,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from router.registry import uses
+from router.registry import specialist_for, uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "action_record", "answer_async",
-           "create_app", "log_action", "tab_response"]
+__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "TabFastLane", "action_record",
+           "answer_async", "create_app", "log_action", "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -59,14 +60,99 @@ async def tab(body: TabBody, request: Request, spec: Specialist = Depends(uses("
     """Answer one keystroke's request. The model runs on the specialist's own worker thread,
     which batches concurrent requests (issue 17); this coroutine only waits for its result,
     so the event loop never waits on torch. The decision is in the event store before the
-    answer leaves (feedback for its request_id finds it)."""
+    answer leaves (feedback for its request_id finds it). :class:`TabFastLane` answers the
+    same requests without FastAPI's layers; this route is its fallback and the schema."""
+    return await _answer(body, request.app.state, spec)
+
+
+async def _answer(body: TabBody, state: Any, spec: Any) -> JSONResponse:
     payload = body.model_dump()
     payload["recent_edits"] = [e.model_dump() if isinstance(e, TabEdit) else e for e in body.recent_edits]
     result = await answer_async(spec, payload)
-    await _log_async(request.app.state, result)
+    await _log_async(state, result)
     # a plain JSON dump: FastAPI's validation and encoding of a dict[str, Any] return value
     # cost more than the dump itself, once per keystroke
     return JSONResponse(tab_response(result))
+
+
+class TabFastLane:
+    """``POST /v1/tab`` without FastAPI's routing, dependency solving and exception layers
+    (issue 17: on a keystroke they cost more of the server process's time than the endpoint
+    itself, and that process shares two cores with the model processes).
+
+    It sits inside the app's own middleware (the API-key and body guard, the response
+    headers and metrics run as for any route) and answers only what the route would answer
+    the same way: a JSON body that parses and validates as :class:`TabBody`, with the
+    registry's specialist (not a test's dependency override). Anything else — a body that
+    does not parse or validate, another content type, another path — goes on to FastAPI
+    with its body intact, so every error reads as it always did; an error raised while
+    answering is rendered by the app's exception handlers, as the route's would be."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != "/v1/tab" or scope["method"] != "POST" \
+                or not _json_body(scope) or uses("tab") in scope["app"].dependency_overrides:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            raw = await request.body()
+        except Exception as exc:  # the guard's limits, a client gone: as the route's error
+            await _render(scope, request, exc, send)
+            return
+        try:
+            body = TabBody.model_validate(json.loads(raw)) if raw else None
+        except (ValueError, RecursionError):  # not JSON, or not a TabBody (ValidationError)
+            body = None
+        if body is None:  # FastAPI reads the same bytes and says what is wrong
+            await self.app(scope, _replay(raw, receive), send)
+            return
+        try:
+            spec = specialist_for(request, "tab")
+            request.state.complement_model = f"{type(spec).__name__}@{spec.version}"
+            response = await _answer(body, scope["app"].state, spec)
+        except Exception as exc:
+            await _render(scope, request, exc, send)
+            return
+        await response(scope, receive, send)
+
+
+def _json_body(scope: Any) -> bool:
+    """A body FastAPI reads as JSON: ``Content-Type: application/json`` (any parameters)."""
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"application/json"
+    return False
+
+
+def _replay(raw: bytes, receive: Any) -> Any:
+    """A ``receive`` that gives ``raw`` as the whole body once, then waits as ``receive`` does."""
+    sent = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return await receive()  # type: ignore[no-any-return]
+        sent = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return replay
+
+
+async def _render(scope: Any, request: Request, exc: Exception, send: Any) -> None:
+    """``exc`` through the app's exception handlers (by class, most specific first), as
+    Starlette's exception middleware would; an exception none handles is raised again."""
+    handlers = scope["app"].exception_handlers
+    handler = next((handlers[k] for k in type(exc).__mro__ if k in handlers), None)
+    if handler is None:
+        raise exc
+    if asyncio.iscoroutinefunction(handler):
+        response = await handler(request, exc)
+    else:
+        response = await run_in_threadpool(handler, request, exc)
+    await response(scope, request.receive, send)
 
 
 async def answer_async(spec: Any, payload: dict[str, Any]) -> Any:
@@ -223,4 +309,5 @@ def create_app(specialist: Any) -> Any:
     app.state.registry = Registry({"tab": specialist})
     app.include_router(router)
     install_handlers(app)
+    app.add_middleware(TabFastLane)
     return app
