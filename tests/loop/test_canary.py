@@ -190,3 +190,50 @@ def test_judge_canary_needs_events_in_both_arms() -> None:
     shown = LabelledEvent("a", "2", "1", -0.1, True, {}, "x", "accepted", 1)
     result = judge_canary([shown] * 30, [shown], 2, 1, min_events=10)
     assert not result.passed and "only 30 canary and 1 deployed" in result.reason
+
+
+def test_the_loop_starts_a_canary_after_the_gate_and_judges_it_when_run_again(
+        served: tuple[str, Any, PolicyStore, int]) -> None:  # noqa: F811
+    """A turn from scratch: train, gate, start the canary (not a deploy); with no traffic the
+    wait gives up and the canary keeps running; the next run judges it."""
+    url, app, store, v = served
+    state = store.root.parent
+    _type_and_accept(url)
+    first = _loop(url, state, "--turns", "1", "--min-events", "30", "--gate-margin", "1.0",
+                  "--canary-share", "0.5", "--canary-min-events", "10", "--interval", "0.2",
+                  "--wait", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    turn = json.loads(first.stdout)["turns"][0]
+    candidate = turn["candidate"]
+    assert turn["parent"] == v and candidate != v and not turn["shipped"]
+    assert turn["canary"]["decision"] == "waiting" and turn["canary"]["share"] == 0.5
+    assert store.canary()["version"] == candidate and store.deployed() == v, \
+        "a gated candidate goes to a canary, not to everyone"
+    assert "keeps running" in first.stderr
+
+    seen = _type_and_accept(url)
+    assert {v, candidate} == set().union(*seen.values())
+    again = _loop(url, state, "--turns", "1", "--canary-min-events", "10", "--interval", "0.2",
+                  "--wait", "60")
+    assert again.returncode == 0, again.stderr[-3000:]
+    judged = json.loads(again.stdout)["turns"][0]
+    assert judged["candidate"] == candidate
+    assert judged["canary"]["decision"] in ("promoted", "rolled_back")
+    assert store.canary() is None
+    assert store.deployed() == (candidate if judged["shipped"] else v)
+    events = [d["event"] for d in app.state.events.deploy_log(20)]
+    assert events[1] in ("canary_passed", "canary_failed") and "gate_passed" in events
+
+
+def test_zero_share_deploys_at_once_and_a_bad_share_is_refused(
+        served: tuple[str, Any, PolicyStore, int]) -> None:  # noqa: F811
+    url, app, store, v = served
+    state = store.root.parent
+    bad = _loop(url, state, "--turns", "1", "--canary-share", "1.5")
+    assert bad.returncode == 2 and "--canary-share" in bad.stderr
+    _type_and_accept(url, sessions=False)
+    done = _loop(url, state, "--turns", "1", "--min-events", "30", "--gate-margin", "1.0",
+                 "--canary-share", "0", "--wait", "30", "--interval", "0.2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    turn = json.loads(done.stdout)["turns"][0]
+    assert turn["shipped"] and turn["canary"] == {} and store.deployed() == turn["candidate"]
