@@ -51,7 +51,8 @@ class TabBody(BaseModel):
     last_outcome: Literal["accepted", "rejected", "none"] | None = None
     request_id: str | None = Field(default=None, max_length=200)
     session: str | None = Field(default=None, max_length=200,
-                                description="Editor/document id: a newer 'seq' cancels older pending requests.")
+                                description="Editor/document id: a newer 'seq' cancels older pending "
+                                            "requests; during a canary it keeps to one version.")
     seq: int | None = None
 
 
