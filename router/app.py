@@ -196,7 +196,7 @@ def _sync_tab_policy(registry: Registry, config: Config) -> None:
     from specialists.tab.loop.versions import PolicyStore, sync_deployed
 
     try:
-        version = sync_deployed(tab, PolicyStore(config.data_path() / "tab"))
+        version = sync_deployed(tab, PolicyStore(config.data_path() / "tab"), canary=True)
     except (OSError, ValueError, SpecialistError) as exc:  # e.g. a read-only data dir:
         # serving goes on with the loaded policy
         log.warning("tab: could not sync the policy store under %s: %s", config.data_path(), exc)
@@ -225,14 +225,16 @@ async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
     With ``complement serve --workers N`` a ``POST /v1/tab/deploy`` (or a rollback) reaches
     one worker process, which swaps and moves the store's pointer; every other worker sees
     the pointer move here and swaps too, so all serve the new version within ``every_s``.
-    Each switch is logged with the worker's process id."""
+    A canary (``POST /v1/tab/canary``) is followed the same way; each worker assigns an
+    editor to the same arm (a hash of its session). Each switch is logged with the worker's
+    process id."""
     from starlette.concurrency import run_in_threadpool
 
     tab: Any = registry.find("tab")
     if tab is None or not hasattr(tab, "swap") or getattr(tab, "policy", None) is None:
         return
     from router.api.tab import _deploy_lock
-    from specialists.tab.loop.versions import PolicyStore
+    from specialists.tab.loop.versions import PolicyStore, sync_canary
     from specialists.tab.policy import TabPolicy
 
     store = PolicyStore(config.data_path() / "tab")
@@ -244,9 +246,13 @@ async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
                 deployed = await run_in_threadpool(store.deployed)
                 if deployed is None or deployed == stuck or \
                         str(deployed) == str(tab.policy.version):
+                    if deployed is not None and await run_in_threadpool(sync_canary, tab, store):
+                        log.warning("tab: worker %d now serves canary %s (the store's)",
+                                    os.getpid(), store.canary())
                     continue
                 policy = await run_in_threadpool(TabPolicy.load, store.path(deployed))
                 previous = await run_in_threadpool(tab.swap, policy)
+                await run_in_threadpool(sync_canary, tab, store)
             log.warning("tab: worker %d switched from policy version %s to %s (the store's "
                         "deployed version) at %.3f", os.getpid(), previous, deployed, time.time())
             stuck = deployed if str(tab.policy.version) != str(deployed) else None

@@ -45,9 +45,11 @@ __all__ = ["Ingress", "PolicyBoard", "RemoteSpecialist", "SpecialistReplica", "b
 log = logging.getLogger("complement.ray")
 
 NAMESPACE = "complement"
-#: Methods a remote specialist never forwards: its lifecycle is its replica's.
+#: Methods a remote specialist never forwards: its lifecycle is its replica's. A canary
+#: (``set_canary``) is not served under Ray: forwarded, it would reach one replica only,
+#: and the policy board carries one version; ``POST /v1/tab/canary`` answers 409 instead.
 _LOCAL_ONLY = frozenset({"setup", "close", "health", "submit", "swap", "paused", "parse",
-                         "start_workers"})
+                         "start_workers", "set_canary"})
 #: How often a Tab replica asks the board for a new policy (and says it is alive).
 POLL_S = 0.2
 #: A replica silent for longer than this is gone (killed, or scaled down).

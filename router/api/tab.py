@@ -1,5 +1,7 @@
 """``POST /v1/tab``: a suggestion (range + text) or an explicit nothing; and the online
-loop's ``POST /v1/tab/deploy`` (hot swap) and ``GET /v1/tab/versions`` (its record).
+loop's ``POST /v1/tab/deploy`` (hot swap), ``POST /v1/tab/canary`` (a candidate served to a
+share of the editors; ``/promote`` deploys it, ``/abort`` ends it) and ``GET
+/v1/tab/versions`` (their record).
 
 The running server's specialist of kind ``tab`` answers, from the registry through the
 ``uses("tab")`` dependency. :func:`create_app` builds a standalone app around one
@@ -25,8 +27,8 @@ from starlette.concurrency import run_in_threadpool
 from router.registry import specialist_for, uses
 from specialists.base import Specialist
 
-__all__ = ["router", "DeployBody", "TabBody", "TabEdit", "TabFastLane", "action_record",
-           "answer_async", "create_app", "log_action", "tab_response"]
+__all__ = ["router", "CanaryBody", "DeployBody", "TabBody", "TabEdit", "TabFastLane",
+           "action_record", "answer_async", "create_app", "log_action", "tab_response"]
 
 router = APIRouter(tags=["tab"])
 
@@ -50,7 +52,8 @@ class TabBody(BaseModel):
     last_outcome: Literal["accepted", "rejected", "none"] | None = None
     request_id: str | None = Field(default=None, max_length=200)
     session: str | None = Field(default=None, max_length=200,
-                                description="Editor/document id: a newer 'seq' cancels older pending requests.")
+                                description="Editor/document id: a newer 'seq' cancels older pending "
+                                            "requests; during a canary it keeps to one version.")
     seq: int | None = None
 
 
@@ -269,6 +272,7 @@ async def deploy(body: DeployBody, request: Request,
     policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
     async with _deploy_lock(request.app.state):  # a worker following the store waits
         previous = await run_in_threadpool(swap, policy)
+        store.clear_canary()  # the swap ended any canary (it was measured against `previous`)
         store.set_deployed(body.version)
     events = getattr(request.app.state, "events", None)
     # with replicas (--engine ray): which switched when, for the deploy log
@@ -278,6 +282,97 @@ async def deploy(body: DeployBody, request: Request,
         await run_in_threadpool(events.record_deploy, str(body.version), body.event,
                                 previous=previous, **detail)
     return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
+
+
+class CanaryBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=0)
+    share: float = Field(gt=0.0, lt=1.0, description="Share of editors (sessions) served it.")
+
+
+def _set_canary(spec: Any) -> Any:
+    """The specialist's ``set_canary``, or a 409 saying why there is none."""
+    set_canary = getattr(spec, "set_canary", None)
+    if set_canary is None:
+        from router.errors import Conflict
+
+        # --engine ray: the replicas follow one policy board carrying one version; a canary
+        # there would need the board to carry two and every replica to split by session
+        raise Conflict(f"the configured tab specialist ({type(spec).__name__}"
+                       f"{' under --engine ray' if hasattr(spec, 'swap_report') else ''}) "
+                       "cannot serve a canary beside the deployed version; deploy directly "
+                       "(`complement loop --canary-share 0`)")
+    return set_canary
+
+
+@router.post("/v1/tab/canary")
+async def canary(body: CanaryBody, request: Request,
+                 spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
+    """Serve ``version`` to ``share`` of the editors beside the deployed version (replacing
+    any canary), each editor by a hash of its ``session`` (else of each request's id). The
+    policy store records it, so ``--workers N`` follow it and a restart resumes it."""
+    from router.errors import Conflict
+    from specialists.tab.policy import TabPolicy
+
+    set_canary = _set_canary(spec)
+    store = _policy_store(request)
+    store.lineage(body.version)  # 404 naming the known versions if it does not exist
+    if body.version == store.deployed():
+        raise Conflict(f"version {body.version} is the deployed version; a canary is another one")
+    policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
+    async with _deploy_lock(request.app.state):
+        await run_in_threadpool(set_canary, policy, body.share)
+        record = store.set_canary(body.version, body.share)
+    await _record(request, str(body.version), "canary_start", share=body.share,
+                  deployed=store.deployed(), started_at=record["started_at"])
+    return {"canary": record, "deployed": store.deployed()}
+
+
+@router.post("/v1/tab/canary/promote")
+async def promote(request: Request, spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
+    """Deploy the canary's version to everyone (the canary ends)."""
+    from router.errors import Conflict
+    from specialists.tab.policy import TabPolicy
+
+    store = _policy_store(request)
+    running = store.canary()
+    if running is None:
+        raise Conflict("no canary is running; start one with POST /v1/tab/canary")
+    swap = getattr(spec, "swap", None)
+    if swap is None:
+        raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
+                       "hot-swap a policy")
+    policy = await run_in_threadpool(TabPolicy.load, store.path(running["version"]))
+    async with _deploy_lock(request.app.state):
+        previous = await run_in_threadpool(swap, policy)
+        store.clear_canary()
+        store.set_deployed(running["version"])
+    await _record(request, str(running["version"]), "canary_promoted", previous=previous,
+                  share=running["share"], started_at=running["started_at"])
+    return {"deployed": running["version"], "previous": previous, "event": "canary_promoted"}
+
+
+@router.post("/v1/tab/canary/abort")
+async def abort(request: Request, spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
+    """End the canary: everyone is served the deployed version again. Idempotent."""
+    store = _policy_store(request)
+    running = store.canary()
+    set_canary = getattr(spec, "set_canary", None)
+    async with _deploy_lock(request.app.state):
+        if set_canary is not None:
+            await run_in_threadpool(set_canary, None)
+        store.clear_canary()
+    if running is not None:
+        await _record(request, str(running["version"]), "canary_aborted",
+                      deployed=store.deployed(), share=running["share"],
+                      started_at=running["started_at"])
+    return {"aborted": running["version"] if running else None, "deployed": store.deployed()}
+
+
+async def _record(request: Request, version: str, event: str, **detail: Any) -> None:
+    events = getattr(request.app.state, "events", None)
+    if events is not None:
+        await run_in_threadpool(events.record_deploy, version, event, **detail)
 
 
 def _deploy_lock(state: Any) -> asyncio.Lock:
@@ -294,7 +389,7 @@ async def versions(request: Request) -> dict[str, Any]:
     """Every policy version with its lineage, the deployed one, and the last deploys."""
     store = _policy_store(request)
     events = getattr(request.app.state, "events", None)
-    return {"deployed": store.deployed(), "versions": store.versions(),
+    return {"deployed": store.deployed(), "canary": store.canary(), "versions": store.versions(),
             "deploys": events.deploy_log(20) if events is not None else []}
 
 

@@ -51,13 +51,19 @@ def _live(ns: argparse.Namespace) -> int:
                     gate_margin=ns.gate_margin if ns.gate_margin is not None
                     else LiveArgs.gate_margin,
                     turns=ns.turns if ns.turns is not None else 0,
-                    interval_s=ns.interval, wait_s=ns.wait)
-    url = _server_url(ns, config)
+                    interval_s=ns.interval, wait_s=ns.wait, canary_share=ns.canary_share,
+                    canary_min_events=ns.canary_min_events, canary_margin=ns.canary_margin)
+    url, key = _server_url(ns, config), _api_key(ns, config)
     events = _events(config, state)
+
+    def canary(action: str, body: dict[str, Any]) -> dict[str, Any]:
+        return _post(url, key, "/v1/tab/canary" + ("" if action == "start" else f"/{action}"),
+                     body)
+
     try:
         turns = run_live(args, events, PolicyStore(state / "tab"),
-                         lambda version: _deploy(url, _api_key(ns, config), version, "deploy"),
-                         progress=_progress)
+                         lambda version: _deploy(url, key, version, "deploy"),
+                         progress=_progress, canary=canary)
     except SpecialistError as exc:
         print(f"complement loop: {exc.message}", file=sys.stderr)
         return 2
@@ -122,12 +128,15 @@ class _ServerError(Exception):
 
 def _deploy(url: str, key: str | None, version: int, event: str) -> dict[str, Any]:
     """Ask the running server to hot-swap ``version`` in (it moves the deployed pointer)."""
+    return _post(url, key, "/v1/tab/deploy", {"version": version, "event": event})
+
+
+def _post(url: str, key: str | None, path: str, body: dict[str, Any]) -> dict[str, Any]:
     import httpx
 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        r = httpx.post(f"{url}/v1/tab/deploy", json={"version": version, "event": event},
-                       headers=headers, timeout=120)
+        r = httpx.post(f"{url}{path}", json=body, headers=headers, timeout=120)
     except httpx.TransportError as exc:
         raise _ServerError(f"no server at {url} ({exc}); start it with `complement serve`, "
                            "or pass --server URL") from None
@@ -144,8 +153,9 @@ def register(subparsers: Any) -> None:
         "loop", help="run the online learning loop: collect → train → gate → swap",
         description="Against the running server of the config (default): wait until the "
                     "deployed Tab version has --min-events labelled events, train it on "
-                    "them, gate the candidate on held-out events, and hot-swap it into the "
-                    "server; --turns 0 (the default) keeps watching. With --simulate, "
+                    "them, gate the candidate on held-out events, and serve it as a canary "
+                    "to --canary-share of the editors, promoted to all or rolled back on "
+                    "their measured reward; --turns 0 (the default) keeps watching. With --simulate, "
                     "simulated users replay real edits through a server the loop starts. "
                     "`complement loop status` prints versions, events and reward per version "
                     "and the last gate decision.")
@@ -165,6 +175,17 @@ def register(subparsers: Any) -> None:
                       help="seconds between looks at the event store while waiting")
     live.add_argument("--wait", type=float, default=None,
                       help="give up waiting for events after this many seconds")
+    live.add_argument("--canary-share", type=float, default=LiveArgs.canary_share,
+                      help="serve a candidate that passed the gate to this share of editors "
+                           "first, and promote or roll it back on their measured reward "
+                           f"(default {LiveArgs.canary_share}; 0: deploy to everyone at once)")
+    live.add_argument("--canary-min-events", type=int, default=LiveArgs.canary_min_events,
+                      help="labelled events each canary arm needs before the decision "
+                           f"(default {LiveArgs.canary_min_events})")
+    live.add_argument("--canary-margin", type=float, default=LiveArgs.canary_margin,
+                      help="a canary is rolled back when the 95%% interval of its live "
+                           "reward per request minus the deployed version's ends below minus "
+                           f"this, else promoted (default {LiveArgs.canary_margin})")
     defaults = LoopArgs()
     helps = {"config": "config of the server (live) or whose specialists.tab block is "
                        "served (--simulate)",

@@ -263,8 +263,9 @@ class EventStore:
                                                       event=event, detail=json.dumps(detail)))
 
     # -- reads ----------------------------------------------------------------------------
-    def labelled(self, version: str) -> list[LabelledEvent]:
-        """Version ``version``'s events that have their label: nothing shown, or an outcome."""
+    def labelled(self, version: str, since: float | None = None) -> list[LabelledEvent]:
+        """Version ``version``'s events that have their label: nothing shown, or an outcome
+        (``since``: only those decided at or after that time, epoch seconds)."""
         from sqlalchemy import or_, select
 
         a, o = self.actions, self.outcomes
@@ -273,6 +274,8 @@ class EventStore:
                  .where(a.c.policy_version == version)
                  .where(or_(a.c.shown.is_(False), o.c.outcome.is_not(None)))
                  .order_by(a.c.created_at))
+        if since is not None:
+            query = query.where(a.c.created_at >= since)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [LabelledEvent(r.request_id, r.policy_version, r.action, r.logprob, r.shown,
@@ -325,9 +328,10 @@ class EventStore:
         return {"actions": int(actions or 0), "outcomes": int(outcomes or 0)}
 
     def version_stats(self, accept: float = 0.75, reject: float = -0.25,
-                      none: float = 0.0) -> list[dict[str, Any]]:
-        """Per policy version, over its labelled events: show rate, accept rate, reward;
-        oldest version first (numbered versions in number order)."""
+                      none: float = 0.0, since: float | None = None) -> list[dict[str, Any]]:
+        """Per policy version, over its labelled events (``since``: decided at or after that
+        time): show rate, accept rate, reward; oldest version first (numbered versions in
+        number order)."""
         from sqlalchemy import case, func, select
 
         a, o = self.actions, self.outcomes
@@ -339,6 +343,8 @@ class EventStore:
                  .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
                  .where((a.c.shown.is_(False)) | (o.c.outcome.is_not(None)))
                  .group_by(a.c.policy_version))
+        if since is not None:
+            query = query.where(a.c.created_at >= since)
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         out = []

@@ -76,6 +76,15 @@ class ModelProcess:
             if kind != "swapped":
                 raise RuntimeError(f"the Tab model process could not swap: {rest[0]}")
 
+    def set_canary(self, state: dict[str, Any] | None, share: float) -> None:
+        """Serve the canary policy of ``state`` (None: no canary) from the next batch on;
+        which jobs it draws for was decided in the server (each job says)."""
+        with self._lock:
+            self._conn.send(("canary", state, share))
+            kind, *rest = self._conn.recv()
+            if kind != "swapped":
+                raise RuntimeError(f"the Tab model process could not set the canary: {rest[0]}")
+
     def close(self, timeout: float = 5.0) -> None:
         with self._lock:
             try:
@@ -110,6 +119,11 @@ def _serve(factory: Callable[..., Any], options: dict[str, Any], conn: Any) -> N
         try:
             if kind == "swap":
                 spec.swap(TabPolicy.from_state(message[1]))
+                conn.send(("swapped",))
+                continue
+            if kind == "canary":
+                spec.set_canary(TabPolicy.from_state(message[1]) if message[1] else None,
+                                message[2])
                 conn.send(("swapped",))
                 continue
             cpu0 = time.thread_time()

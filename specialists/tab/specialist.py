@@ -16,10 +16,17 @@ Two ways in: :meth:`TabSpecialist.answer` decides one request on the caller's th
 which decides concurrent requests together — one batched LM call, then the policy per
 request — and drops those a newer keystroke of the same ``session`` made stale before
 they cost a forward pass. The HTTP endpoint uses ``submit``. Both give the same answers.
+
+A canary (issue 15, :meth:`TabSpecialist.set_canary`) serves a second policy version to a
+share of the traffic: each request's arm is a hash of its ``session`` (else its request id)
+salted with the canary's version, so an editor keeps to one version for the whole canary.
+The LM runs once per batch for both arms; each arm's policy then draws for its own jobs,
+so no draw mixes versions, and every answer names the version that drew it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import uuid
@@ -36,7 +43,7 @@ from pydantic import Field
 from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
 from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
 
-__all__ = ["TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT"]
+__all__ = ["Canary", "TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT", "in_canary"]
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "checkpoint"
 
@@ -54,6 +61,26 @@ def _clean(value: Any, limit: int = 4000) -> str:
     return text if _utf8(text) else text.encode("utf-8", "replace").decode("utf-8")
 
 
+@dataclass(frozen=True)
+class Canary:
+    """A candidate policy served to ``share`` of the traffic beside the deployed one."""
+
+    policy: Any
+    share: float
+
+    @property
+    def version(self) -> int:
+        return int(self.policy.version)
+
+
+def in_canary(key: str, version: int, share: float) -> bool:
+    """Does the editor ``key`` (a session, else a request id) get canary ``version``? A
+    hash decides (a microsecond, no lock): stable for the key, independent between canaries
+    (salted with the version), and true for ``share`` of keys."""
+    digest = hashlib.blake2b(f"{version}:{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") < share * 2.0 ** 64
+
+
 @dataclass
 class _Job:
     """A parsed request waiting for the model."""
@@ -67,6 +94,8 @@ class _Job:
     t0: float
     """When it arrived (``perf_counter``): its latency counts the wait for the model."""
     meta: dict[str, Any]
+    canary: bool = False
+    """Drawn by the canary's policy (if one still runs when the batch is decided)."""
 
 
 def _int(value: Any) -> int:
@@ -145,7 +174,9 @@ class TabSpecialist(Specialist):
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
-        self._lock = threading.Lock()  # the policy: its draws and its swap
+        self.canary: Canary | None = None
+        """Replaced whole (never mutated), so a request reads it without a lock."""
+        self._lock = threading.Lock()  # the policies: their draws and their swaps
         self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
         self._seq_lock = threading.Lock()
         self._worker: Any = None  # the model worker (one queue), once started
@@ -189,29 +220,53 @@ class TabSpecialist(Specialist):
                 for proc in procs:
                     proc.wait_ready()
                 with self._lock:  # the policy served now (swapped since setup?); then swaps reach them
+                    canary = self.canary
                     for proc in procs:
                         proc.swap(self.policy.state())
+                        if canary is not None:
+                            proc.set_canary(canary.policy.state(), canary.share)
                     self._procs = procs
             self._worker = self._start_worker()
 
     def swap(self, policy: Any) -> int:
-        """Serve ``policy`` from now on; returns the version it replaced.
+        """Serve ``policy`` to everyone from now on; returns the version it replaced. It
+        ends any canary: that was measured against the version replaced here.
 
         The new policy is fully loaded before this is called, and the swap waits for the
         policy lock (and each model process for the batch in its hands), so requests in
         flight finish on the old version and none sees a half-loaded one.
         """
-        expected = self.lm.hidden_size if self.lm else 0
-        if policy.config.hidden_size != expected:
-            raise SpecialistError(f"policy version {policy.version} expects LM hidden size "
-                                  f"{policy.config.hidden_size}; the served LM has {expected}")
+        self._check_fits(policy)
         with self._lock:
-            old, self.policy = self.policy, policy
+            old, self.policy, self.canary = self.policy, policy, None
             if self._procs:
                 state = policy.state()
                 for proc in self._procs:
                     proc.swap(state)
         return int(old.version) if old is not None else -1
+
+    def set_canary(self, policy: Any | None, share: float = 0.0) -> None:
+        """Serve ``policy`` to ``share`` of the editors (0 < share < 1) beside the deployed
+        version, replacing any canary; ``None`` ends the canary. Like :meth:`swap`, it
+        waits for the batch in hand; requests already assigned to an ended canary are
+        decided by the deployed version (their answers say so)."""
+        if policy is not None:
+            self._check_fits(policy)
+            if not 0.0 < share < 1.0:
+                raise SpecialistError(f"a canary's share is between 0 and 1 (exclusive), got {share}")
+        canary = Canary(policy, float(share)) if policy is not None else None
+        with self._lock:
+            if self._procs:
+                state = policy.state() if policy is not None else None
+                for proc in self._procs:
+                    proc.set_canary(state, share)
+            self.canary = canary
+
+    def _check_fits(self, policy: Any) -> None:
+        expected = self.lm.hidden_size if self.lm else 0
+        if policy.config.hidden_size != expected:
+            raise SpecialistError(f"policy version {policy.version} expects LM hidden size "
+                                  f"{policy.config.hidden_size}; the served LM has {expected}")
 
     @property
     def version(self) -> str:  # type: ignore[override]
@@ -220,6 +275,9 @@ class TabSpecialist(Specialist):
     def health(self) -> dict[str, Any]:
         out = {"ok": self.policy is not None, "version": self.version,
                "lm": str(self.checkpoint) if self.lm else None}
+        canary = self.canary
+        if canary is not None:
+            out["canary"] = {"version": str(canary.version), "share": canary.share}
         if self.lm is not None and self.lm_cache:  # with processes, theirs do the serving
             caches = [p.cache for p in self._procs] or [self.lm.cache_stats()]
             out["lm_cache"] = {k: sum(c.get(k, 0) for c in caches) for k in caches[0]}
@@ -289,9 +347,13 @@ class TabSpecialist(Specialist):
         req, offset = self.parse(request)
         open_files = self._open_files(request)
         session, seq = request.get("session"), request.get("seq")
+        canary = self.canary  # one read: a canary ended meanwhile is handled by _decide_live
+        arm = canary is not None and in_canary(str(session) if session is not None
+                                               else req.request_id, canary.version, canary.share)
+        version = canary.version if arm and canary is not None else self.policy.version
         job = _Job(req, offset, open_files, None if session is None or seq is None else str(session),
                    None if session is None or seq is None else int(seq), t0,
-                   {"request_id": req.request_id, "policy_version": self.policy.version})
+                   {"request_id": req.request_id, "policy_version": version}, canary=arm)
         if job.session is not None and job.seq is not None:  # the person typed on: newer wins
             with self._seq_lock:
                 self._latest[job.session] = max(self._latest.get(job.session, -1), job.seq)
@@ -402,16 +464,24 @@ class TabSpecialist(Specialist):
                                                lambda k, result: deliver(live[k], result))
 
     def _decide_live(self, jobs: list[_Job], deliver: Callable[[int, Result], None]) -> None:
-        """One LM call for the batch (``observe_many``) and one pass of the policy head,
-        which then draws per job in order. The LM is safe to share between worker threads;
-        the policy is used under the lock, so a swap waits for a batch's draws, and a batch
-        never mixes versions."""
+        """One LM call for the batch (``observe_many``) and one pass of the policy head per
+        arm (deployed, canary), which then draws per job in order. The LM is safe to share
+        between worker threads; the policies are used under the lock, so a swap waits for a
+        batch's draws, and no draw mixes versions."""
         from specialists.tab.features import observe_many
 
         observations = observe_many([job.req for job in jobs], self.lm, self.observe_config,
                                     [job.open_files for job in jobs])
+        actions: list[Any] = [None] * len(jobs)
         with self._lock:
-            actions = self.policy.act_many(observations, sample=self.sample)
+            canary = self.canary
+            arms = [[i for i, job in enumerate(jobs) if not (job.canary and canary)],
+                    [i for i, job in enumerate(jobs) if job.canary and canary]]
+            for policy, arm in zip((self.policy, canary.policy if canary else None), arms):
+                if arm:
+                    drawn = policy.act_many([observations[i] for i in arm], sample=self.sample)
+                    for i, action in zip(arm, drawn):
+                        actions[i] = action
         for i, (job, obs, action) in enumerate(zip(jobs, observations, actions)):
             deliver(i, self._result(job, obs, action))
 

@@ -94,6 +94,7 @@ def test_live_loop_trains_gates_swaps_and_rolls_back(server: str, env: dict[str,
 
     # one turn: train on the deployed version's events, gate on held-out ones, swap
     done = _cli(env, "loop", "--server", server, "--turns", "1", "--min-events", "150",
+                "--canary-share", "0",
                 "--wait", "120", "--interval", "0.5", "--gate-margin", "1.0")
     assert done.returncode == 0, done.stderr[-3000:]
     turn = json.loads(done.stdout)["turns"][0]

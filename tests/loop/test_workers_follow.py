@@ -86,3 +86,42 @@ def test_without_following_a_worker_keeps_its_version(tiny_checkpoint: Path, tmp
                           timeout=60).status_code == 200
         time.sleep(1.0)
         assert _served(two) == first
+
+
+def test_workers_follow_a_canary_and_assign_each_session_alike(tiny_checkpoint: Path,
+                                                               tmp_path: Path) -> None:
+    """A canary started through one worker is served by the other too, and both put each
+    editor session on the same version; an abort through the other ends it on both."""
+    from specialists.tab.loop.versions import PolicyStore, publish_policy
+    from specialists.tab.policy import TabPolicy
+
+    data = tmp_path / "data"
+    sessions = [f"editor-{i}" for i in range(24)]
+
+    def versions(url: str) -> list[int]:
+        return [int(httpx.post(f"{url}/v1/tab", json={**BODY, "session": s},
+                               timeout=60).json()["policy_version"]) for s in sessions]
+
+    with running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as one, \
+            running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as two:
+        first = _served(one)
+        newer = TabPolicy.load(tiny_checkpoint)
+        newer.version = first + 1
+        newer.save(tmp_path / "next")
+        publish_policy(PolicyStore(data / "tab"), tmp_path / "next", first + 1,
+                       {"parent": first, "source": "test", "events_used": 0})
+        r = httpx.post(f"{one}/v1/tab/canary", json={"version": first + 1, "share": 0.5},
+                       timeout=60)
+        assert r.status_code == 200, r.text
+        on_one = versions(one)
+        assert set(on_one) == {first, first + 1}
+        deadline = time.monotonic() + 10
+        while (on_two := versions(two)) != on_one and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert on_two == on_one, "the other worker did not follow the canary, or split otherwise"
+
+        assert httpx.post(f"{two}/v1/tab/canary/abort", timeout=60).status_code == 200
+        deadline = time.monotonic() + 10
+        while set(versions(one)) != {first} and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert set(versions(one)) == {first}, "an abort through the other worker is followed"

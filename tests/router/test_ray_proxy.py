@@ -161,3 +161,16 @@ def test_a_replica_that_failed_to_load_marks_the_specialist_failed_in_the_regist
     spec.handle.health = _Method([{"ok": True, "version": "1"}])  # a healthy replica now
     spec._poll_health()
     assert registry.errors == {} and registry.get("apply") is spec
+
+
+def test_a_canary_is_refused_under_ray_with_the_reason() -> None:
+    """The replicas follow one policy board carrying one version: the stand-in does not
+    forward ``set_canary`` (it would reach one replica), and the endpoint says why."""
+    from router.api.tab import _set_canary
+    from router.errors import Conflict
+
+    tab = remote_specialist("tab", TabSpecialist, FakeHandle(), "app")
+    assert callable(getattr(TabSpecialist, "set_canary", None))
+    assert not hasattr(tab, "set_canary")
+    with pytest.raises(Conflict, match="under --engine ray.*cannot serve a canary"):
+        _set_canary(tab)

@@ -312,3 +312,41 @@ def test_one_queue_for_several_models_prefers_home_and_steals_from_a_busy_one() 
     release.set()
     assert finished.wait(30)
     worker.close()
+
+
+@pytest.mark.parametrize("processes", [0, 1])
+def test_a_canary_draws_for_its_sessions_in_a_mixed_batch(tiny_checkpoint, processes: int) -> None:
+    """With a canary, one batch holds both arms: each job is decided by its session's
+    version alone (in this process or in a model process), exactly as a specialist serving
+    only that version decides it; an ended canary sends everyone back to the deployed one."""
+    import torch
+
+    from specialists.tab.policy import TabPolicy
+    from specialists.tab.specialist import in_canary
+
+    bodies = [{**b, "session": f"editor-{i}"} for i, b in enumerate(keystrokes("mix-"))]
+    deployed = spec_for(tiny_checkpoint, lm_cache=0)
+    never = TabPolicy.from_state({**deployed.policy.state(), "version": 1000})
+    with torch.no_grad():
+        never.net.none.bias.fill_(50.0)  # shows nothing: its answers cannot pass for the other's
+    expected = [deployed.answer(dict(b)) for b in bodies]
+    spec = spec_for(tiny_checkpoint, processes=processes)
+    try:
+        spec.set_canary(never, 0.5)
+        arms = [in_canary(b["session"], 1000, 0.5) for b in bodies]
+        assert 0 < sum(arms) < len(arms), "the batch must hold both arms"
+        for got, want, arm in zip(answers_through_worker(spec, [dict(b) for b in bodies]),
+                                  expected, arms):
+            if arm:
+                assert got.meta["policy_version"] == 1000 and got.output is None
+                assert got.reason == "policy chose not to show"
+            else:
+                same(got, want)
+        assert spec.health()["canary"] == {"version": "1000", "share": 0.5}
+        spec.set_canary(None)
+        after = answers_through_worker(spec, [dict(b) for b in bodies])
+        assert {a.meta["policy_version"] for a in after} == {expected[0].meta["policy_version"]}
+        with pytest.raises(Exception, match="between 0 and 1"):
+            spec.set_canary(never, 1.0)
+    finally:
+        spec.close()

@@ -16,6 +16,10 @@ confidence interval (issue 15: a gate that can see): paired by edit for ``Gate``
 for ``LoggedGate``, the standard error from the delta method for a ratio of sums. A
 candidate ships only when the interval's low end is above ``-margin``: the data must show
 that it is not worse by more than the margin, not merely fail to show that it is.
+
+``judge_canary`` applies the same rule to a canary (issue 15): live traffic split between
+the candidate and the deployed version over the same window. The two arms hold different
+requests, so the comparison is unpaired (:func:`two_sample_difference`).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["GateResult", "Gate", "LoggedGate", "paired_difference"]
+__all__ = ["GateResult", "Gate", "LoggedGate", "judge_canary", "paired_difference",
+           "two_sample_difference"]
 
 _Z = {0.9: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 
@@ -87,11 +92,79 @@ def paired_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[fl
     return diff, diff - z * se, diff + z * se, r_new, r_old
 
 
-def _verdict(diff: float, low: float, high: float, margin: float, units: str) -> tuple[bool, str]:
+def _rate_variance(units: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """(reward per request, its variance) of units (reward sum, requests), by the delta
+    method for a ratio of sums: unit i contributes (R_i − r·n_i) / n̄."""
+    k = len(units)
+    n = max(sum(u for _, u in units), 1e-12)
+    rate = sum(r for r, _ in units) / n
+    mean = n / k
+    ss = sum(((r - rate * u) / mean) ** 2 for r, u in units)
+    return rate, ss / (k * (k - 1)) if k > 1 else float("inf")
+
+
+def two_sample_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[float, float]],
+                          confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+    """Reward per request of ``new`` minus ``old`` from two independent samples of units,
+    each a (reward sum, requests), with its confidence interval: (difference, low, high,
+    new, old). Each rate's variance comes from the delta method (:func:`_rate_variance`);
+    independent samples add their variances (Welch). Units of one request each make it
+    the plain difference of means."""
+    import math
+
+    if not new or not old:
+        raise ValueError("two samples: a non-empty list of units for each version")
+    z = _Z.get(confidence)
+    if z is None:
+        raise ValueError(f"confidence must be one of {sorted(_Z)}")
+    r_new, var_new = _rate_variance(new)
+    r_old, var_old = _rate_variance(old)
+    se = math.sqrt(var_new + var_old)
+    diff = r_new - r_old
+    return diff, diff - z * se, diff + z * se, r_new, r_old
+
+
+def judge_canary(candidate_events: Sequence[Any], deployed_events: Sequence[Any],
+                 candidate: int, deployed: int, *, margin: float = 0.005,
+                 min_events: int = 1, reward: Any = None) -> GateResult:
+    """Promote (``passed``) or roll back a canary on the live reward of each arm's labelled
+    events over the same window: one unit per request. The canary is rolled back when it is
+    shown worse — the 95% interval of (canary − deployed) ends below ``-margin`` — and
+    promoted otherwise: the gate before it already found it no worse on held-out events,
+    and asking the canary to show that again (the interval's low end above ``-margin``)
+    would hold back an equal candidate until tens of thousands of events (per-request
+    reward has an SD near 0.4). Requests of one editor share its arm and may be alike,
+    which per-request units do not see (the events carry no session); the interval is then
+    somewhat too narrow."""
+    from specialists.tab.loop.trainer import reward_of
+    from specialists.tab.replay import RewardConfig
+
+    t0 = time.monotonic()
+    reward = reward or RewardConfig()
+    n_new, n_old = len(candidate_events), len(deployed_events)
+    if min(n_new, n_old) < max(min_events, 2):
+        return GateResult(False, candidate, deployed, 0.0, 0.0, margin, n_new + n_old,
+                          time.monotonic() - t0,
+                          f"only {n_new} canary and {n_old} deployed events (need "
+                          f"{max(min_events, 2)} each): rolled back")
+    diff, low, high, new, old = two_sample_difference(
+        [(reward_of(e, reward), 1.0) for e in candidate_events],
+        [(reward_of(e, reward), 1.0) for e in deployed_events])
+    passed = high >= -margin
+    reason = (f"live reward per request {new:+.4f} vs deployed {old:+.4f}: difference "
+              f"{diff:+.4f} (95% CI {low:+.4f} to {high:+.4f}, {n_new} canary vs {n_old} "
+              f"deployed requests, unpaired); rolled back when the high end is below "
+              f"{-margin:+.4f}: " + ("promoted" if passed else "rolled back"))
+    return GateResult(passed, candidate, deployed, new, old, margin, n_new + n_old,
+                      time.monotonic() - t0, reason, diff, low, high, n_new)
+
+
+def _verdict(diff: float, low: float, high: float, margin: float, units: str,
+             words: tuple[str, str] = ("ships", "held back")) -> tuple[bool, str]:
     passed = low >= -margin
     return passed, (f"difference {diff:+.4f} (95% CI {low:+.4f} to {high:+.4f}, {units}); "
-                    f"ships when the low end is at least {-margin:+.4f}: "
-                    + ("ships" if passed else "held back"))
+                    f"{words[0]} when the low end is at least {-margin:+.4f}: "
+                    + (words[0] if passed else words[1]))
 
 
 class Gate:

@@ -9,11 +9,18 @@ nothing shown — it runs one turn:
    of any other version are refused);
 2. gate the candidate on the held-out events (``LoggedGate``, off-policy evaluation);
 3. if it passes, ask the server to hot-swap it (``deploy``: ``POST /v1/tab/deploy``), which
-   moves the deployed pointer; the next turn waits for the new version's own events.
+   moves the deployed pointer; the next turn waits for the new version's own events;
+4. or, with ``canary_share`` > 0 (issue 15), serve it to that share of the editors first
+   (``POST /v1/tab/canary``), wait until both arms have ``canary_min_events`` labelled
+   events since the canary started, and compare their live reward per request (unpaired,
+   95% interval: :func:`~specialists.tab.loop.gate.judge_canary`): roll it back when the
+   interval ends below ``-canary_margin`` (shown worse), else promote it to everyone.
 
 Every turn is recorded in the event store's deploy log (``gate_passed`` / ``gate_failed``
-with both rewards) and in ``<data_dir>/tab/live.json``, which ``complement loop status``
-reads.
+with both rewards, ``canary_passed`` / ``canary_failed`` with both arms' figures; the
+server adds ``canary_start``, ``canary_promoted``, ``canary_aborted``) and in
+``<data_dir>/tab/live.json``, which ``complement loop status`` reads. A loop stopped while
+its canary runs judges that canary when it starts again.
 """
 
 from __future__ import annotations
@@ -46,6 +53,13 @@ class LiveArgs:
     """How often to look at the event store while waiting for events."""
     wait_s: float | None = None
     """Give up waiting for events after this long (``None``: wait as long as it takes)."""
+    canary_share: float = 0.1
+    """Share of editors served a candidate that passed the gate before it is promoted or
+    rolled back on their measured reward (0: deploy it to everyone at once)."""
+    canary_min_events: int = 200
+    """Labelled events each arm (canary, deployed) needs in the canary's window."""
+    canary_margin: float = 0.005
+    """Largest drop in live reward per request (canary − deployed) a promotion lets through."""
 
 
 @dataclass
@@ -61,29 +75,56 @@ class LiveTurn:
     gate: str = ""
     seconds: float = 0.0
     at: float = field(default_factory=time.time)
+    canary: dict[str, Any] = field(default_factory=dict)
+    """The canary's figures and ``decision`` (promoted, rolled_back, waiting, ended)."""
 
 
 def live_log(store: PolicyStore) -> Path:
     return store.root / "live.json"
 
 
+Canary = Callable[[str, dict[str, Any]], Any]
+"""``canary(action, body)``: ``start`` ({version, share}), ``promote`` or ``abort`` the
+server's canary (``POST /v1/tab/canary[/promote|/abort]``)."""
+
+
 def run_live(args: LiveArgs, events: EventStore, store: PolicyStore,
-             deploy: Callable[[int], Any], progress: Callable[[str], None] = print
-             ) -> list[LiveTurn]:
-    """Run turns (see the module docstring); ``deploy(version)`` swaps one into the server."""
+             deploy: Callable[[int], Any], progress: Callable[[str], None] = print,
+             canary: Canary | None = None) -> list[LiveTurn]:
+    """Run turns (see the module docstring); ``deploy(version)`` swaps one into the server,
+    ``canary`` runs its canary (needed when ``args.canary_share`` > 0)."""
+    if not 0.0 <= args.canary_share < 1.0:
+        raise SpecialistError(f"--canary-share is a share of editors, 0 (no canary) to "
+                              f"below 1; got {args.canary_share}")
+    if args.canary_share > 0 and canary is None:
+        raise SpecialistError("a canary share needs a server to run the canary on")
     done: list[LiveTurn] = []
     while args.turns == 0 or len(done) < args.turns:
         deployed = store.deployed()
         if deployed is None:
             raise SpecialistError(f"no deployed policy under {store.root}: start the server "
                                   "(`complement serve`) once, it publishes its policy there")
-        if not _wait_for_events(args, events, deployed, progress):
-            break
-        turn = _turn(args, events, store, deployed, deploy)
+        running = store.canary()
+        if running is not None and running["version"] != deployed and canary is not None:
+            # started by an earlier turn or run: judged before anything is trained again
+            turn = LiveTurn(parent=deployed, candidate=running["version"], gate="(earlier)",
+                            canary={"decision": "running"})
+        else:
+            if not _wait_for_events(args, events, deployed, progress):
+                break
+            turn = _turn(args, events, store, deployed, deploy, canary)
+        finished = True
+        if turn.canary and canary is not None:
+            finished = _judge_canary(args, events, store, turn, canary, progress)
+        turn.seconds = round(time.time() - turn.at, 3)
         done.append(turn)
         _append(live_log(store), turn)
         progress(f"loop: version {deployed} → {turn.candidate}: {turn.gate}"
+                 + (f"; canary {turn.canary['decision']}: {turn.canary.get('reason', '')}"
+                    if turn.canary else "")
                  + (f"; serving {turn.candidate}" if turn.shipped else ""))
+        if not finished:
+            break
     return done
 
 
@@ -109,11 +150,10 @@ def _wait_for_events(args: LiveArgs, events: EventStore, version: int,
 
 
 def _turn(args: LiveArgs, events: EventStore, store: PolicyStore, deployed: int,
-          deploy: Callable[[int], Any]) -> LiveTurn:
+          deploy: Callable[[int], Any], canary: Canary | None) -> LiveTurn:
     from specialists.tab.loop.gate import LoggedGate
     from specialists.tab.loop.trainer import split_events, train_from_events
 
-    t0 = time.monotonic()
     turn = LiveTurn(parent=deployed)
     labelled = events.labelled(str(deployed))  # read once: the trainer and the gate split it
     report = train_from_events(events, store, min_events=1, holdout=args.holdout,
@@ -130,11 +170,76 @@ def _turn(args: LiveArgs, events: EventStore, store: PolicyStore, deployed: int,
                          reason=result.reason, parent=deployed,
                          reward_candidate=turn.reward_candidate,
                          reward_deployed=turn.reward_deployed, **result.summary())
-    if result.passed:
+    if result.passed and args.canary_share > 0 and canary is not None:
+        answer = canary("start", {"version": report.version, "share": args.canary_share})
+        turn.canary = {"share": args.canary_share, "decision": "running",
+                       "started_at": answer["canary"]["started_at"]}
+    elif result.passed:
         deploy(report.version)
         turn.shipped = True
-    turn.seconds = round(time.monotonic() - t0, 3)
     return turn
+
+
+def _judge_canary(args: LiveArgs, events: EventStore, store: PolicyStore, turn: LiveTurn,
+                  canary: Canary, progress: Callable[[str], None]) -> bool:
+    """Wait for both arms' events, then promote or roll back the store's canary; False if
+    the wait gave up (the canary keeps running; the next run judges it)."""
+    from specialists.tab.loop.gate import judge_canary
+
+    running, deployed = store.canary(), store.deployed()
+    if running is None or deployed is None or running["version"] != turn.candidate:
+        turn.canary.update(decision="ended", reason="the canary was ended outside the loop")
+        return True
+    turn.canary.update(share=running["share"], started_at=running["started_at"])
+    state = _wait_for_arms(args, events, store, running, deployed, progress)
+    if state != "ready":
+        turn.canary.update(decision=state, reason=("the canary was ended outside the loop"
+                                                   if state == "ended" else "still collecting"))
+        return state == "ended"
+    since = running["started_at"]
+    result = judge_canary(events.labelled(str(running["version"]), since),
+                          events.labelled(str(deployed), since), running["version"], deployed,
+                          margin=args.canary_margin, min_events=args.canary_min_events)
+    figures = {"reward_candidate": round(result.reward_candidate, 4),
+               "reward_deployed": round(result.reward_deployed, 4),
+               "events_candidate": result.units, "events_deployed": result.requests - result.units,
+               **result.summary()}
+    events.record_deploy(str(running["version"]), "canary_passed" if result.passed
+                         else "canary_failed", reason=result.reason, parent=deployed,
+                         share=running["share"], started_at=since, **figures)
+    canary("promote" if result.passed else "abort", {})
+    turn.shipped = result.passed
+    turn.canary.update(figures, reason=result.reason,
+                       decision="promoted" if result.passed else "rolled_back")
+    return True
+
+
+def _wait_for_arms(args: LiveArgs, events: EventStore, store: PolicyStore,
+                   running: dict[str, Any], deployed: int, progress: Callable[[str], None]
+                   ) -> str:
+    """``ready`` once both arms have their events since the canary started; ``ended`` if
+    the canary stopped meanwhile (promoted, aborted or replaced by hand); ``waiting`` when
+    ``wait_s`` ran out."""
+    started = time.monotonic()
+    last: tuple[int, int] | None = None
+    while True:
+        if store.canary() != running or store.deployed() != deployed:
+            return "ended"
+        events.expire_stale()
+        counts = {row["version"]: row["events"]
+                  for row in events.version_stats(since=running["started_at"])}
+        have = (counts.get(str(running["version"]), 0), counts.get(str(deployed), 0))
+        if min(have) >= args.canary_min_events:
+            return "ready"
+        if have != last:
+            progress(f"loop: canary {running['version']} has {have[0]}, deployed {deployed} "
+                     f"{have[1]} of {args.canary_min_events} labelled events each; waiting")
+            last = have
+        if args.wait_s is not None and time.monotonic() - started >= args.wait_s:
+            progress(f"loop: gave up after {args.wait_s:g}s; canary {running['version']} keeps "
+                     "running, the next `complement loop` judges it")
+            return "waiting"
+        time.sleep(args.interval_s)
 
 
 def _append(path: Path, turn: LiveTurn) -> None:

@@ -338,18 +338,22 @@ def plot_turns(turns: list[dict[str, Any]], path: Path) -> None:
 
 def status(data_dir: str | Path, out: str | Path | None = None,
            events: EventStore | None = None) -> dict[str, Any]:
-    """The deployed version and its lineage; with ``events``, every version's labelled
-    events and reward, and the last gate decision; the last turns of either loop."""
+    """The deployed version, its lineage and any canary; with ``events``, every version's
+    labelled events and reward, and the last gate and canary decisions; the last turns of
+    either loop."""
     from specialists.tab.loop.live import live_log, read_turns
 
     store = PolicyStore(Path(data_dir) / "tab")
     deployed = store.deployed()
-    info: dict[str, Any] = {"deployed": deployed, "versions": store.versions()}
+    info: dict[str, Any] = {"deployed": deployed, "canary": store.canary(),
+                            "versions": store.versions()}
     if events is not None:
         info["events_per_version"] = events.version_stats()
-        gates = [d for d in events.deploy_log(200) if d["event"] in ("gate_passed",
-                                                                      "gate_failed")]
+        log = events.deploy_log(200)
+        gates = [d for d in log if d["event"] in ("gate_passed", "gate_failed")]
         info["last_gate"] = gates[0] if gates else None
+        canaries = [d for d in log if d["event"] in ("canary_passed", "canary_failed")]
+        info["last_canary"] = canaries[0] if canaries else None
         info["pending_feedback"] = events.pending()
     live = read_turns(live_log(store))
     if live:

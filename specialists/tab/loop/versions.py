@@ -2,6 +2,7 @@
 
     <data_dir>/tab/versions/v<N>/policy.safetensors, policy.json, lineage.json
     <data_dir>/tab/deployed            the deployed version number, replaced atomically
+    <data_dir>/tab/canary              the canary, if one runs: {version, share, started_at}
 
 Publishing copies into a temporary directory and renames it into place, so a trainer killed
 mid-write leaves no half version behind; the pointer is written the same way.
@@ -19,7 +20,7 @@ from typing import Any
 
 from specialists.base import NotFoundError
 
-__all__ = ["POLICY_FILES", "PolicyStore", "publish_policy", "sync_deployed"]
+__all__ = ["POLICY_FILES", "PolicyStore", "publish_policy", "sync_canary", "sync_deployed"]
 
 
 class PolicyStore:
@@ -28,6 +29,7 @@ class PolicyStore:
         self.versions_dir = self.root / "versions"
         self.versions_dir.mkdir(parents=True, exist_ok=True)
         self.pointer = self.root / "deployed"
+        self.canary_pointer = self.root / "canary"
 
     def path(self, version: int) -> Path:
         return self.versions_dir / f"v{version}"
@@ -77,6 +79,29 @@ class PolicyStore:
         tmp.write_text(f"{version}\n")
         os.replace(tmp, self.pointer)
 
+    def canary(self) -> dict[str, Any] | None:
+        """The canary being served beside the deployed version: ``{version, share,
+        started_at}`` (epoch seconds), or None."""
+        try:
+            record = json.loads(self.canary_pointer.read_text())
+            return {"version": int(record["version"]), "share": float(record["share"]),
+                    "started_at": float(record["started_at"])}
+        except (FileNotFoundError, ValueError, KeyError, TypeError):
+            return None
+
+    def set_canary(self, version: int, share: float) -> dict[str, Any]:
+        """Record a canary (replacing any other); returns the record."""
+        if version not in self.versions():
+            raise NotFoundError(f"no policy version {version}; known: {self.versions()}")
+        record = {"version": version, "share": share, "started_at": time.time()}
+        tmp = self.canary_pointer.with_name(f".canary-{os.getpid()}")
+        tmp.write_text(json.dumps(record) + "\n")
+        os.replace(tmp, self.canary_pointer)
+        return record
+
+    def clear_canary(self) -> None:
+        self.canary_pointer.unlink(missing_ok=True)
+
 
 POLICY_FILES = ("policy.json", "policy.safetensors")
 
@@ -91,13 +116,14 @@ def publish_policy(store: PolicyStore, source: str | Path, version: int,
         return store.publish(tmp, version, lineage)
 
 
-def sync_deployed(spec: Any, store: PolicyStore) -> int | None:
+def sync_deployed(spec: Any, store: PolicyStore, canary: bool = False) -> int | None:
     """Make a starting server and its policy store agree.
 
     The first start publishes the policy the Tab specialist loaded as the store's first
     version and deploys it, so the loop has something to train; later starts serve the
     version the store says is deployed (the loop's last swap, or a rollback made while the
-    server was down). Returns the deployed version (``None`` for a specialist without a
+    server was down). With ``canary``, a canary the store records is served too
+    (:func:`sync_canary`). Returns the deployed version (``None`` for a specialist without a
     swappable policy).
     """
     policy = getattr(spec, "policy", None)
@@ -114,4 +140,28 @@ def sync_deployed(spec: Any, store: PolicyStore) -> int | None:
         from specialists.tab.policy import TabPolicy
 
         spec.swap(TabPolicy.load(store.path(deployed)))
+    if canary:
+        sync_canary(spec, store)
     return deployed
+
+
+def sync_canary(spec: Any, store: PolicyStore) -> bool:
+    """Serve the store's canary beside the deployed version, or none if it records none;
+    True if that changed what ``spec`` serves. A specialist that cannot serve a canary
+    (``set_canary``) is left alone."""
+    set_canary = getattr(spec, "set_canary", None)
+    if set_canary is None:
+        return False
+    want = store.canary()
+    have = spec.canary
+    if want is None or want["version"] == store.deployed():
+        if have is None:
+            return False
+        set_canary(None)
+        return True
+    if have is not None and (int(have.version), have.share) == (want["version"], want["share"]):
+        return False
+    from specialists.tab.policy import TabPolicy
+
+    set_canary(TabPolicy.load(store.path(want["version"])), want["share"])
+    return True
