@@ -365,8 +365,6 @@ class Session:
             return False, -1
         if suggestion.jump:
             return self._judge_jump(hi, suggestion), -1
-        if self._after:  # the hunk is done: the person moves on, typing nothing here
-            return False, -1
         result = suggestion.apply(file)
         base = len(file) - (len(h.old) if not self._deleted else 0) - max(k, 0)
         k2 = len(result) - base

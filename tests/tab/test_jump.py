@@ -81,7 +81,11 @@ def test_jump_rule_gates() -> None:
     assert JumpRule(max_lines=2).suggestion(req) is None  # too far
     # still typing: the last character typed is a trigger character
     typing = req.file[: req.cursor] + "_" + req.file[req.cursor :]
-    assert JumpRule().suggestion(request_after_first_rename(file=typing, cursor=req.cursor + 1)) is None
+    edit = RecentEdit(old="total_size", new="size_", offset=req.recent_edits[0].offset)
+    assert JumpRule().suggestion(request_after_first_rename(file=typing, cursor=req.cursor + 1, edits=[edit])) is None
+    typed = RecentEdit(old="total_size", new="size_x", offset=edit.offset)  # ...and once past it
+    req2 = request_after_first_rename(file=typing.replace("size_", "size_x", 1), cursor=req.cursor + 2, edits=[typed])
+    assert JumpRule().suggestion(req2) is not None
     # half a change: the cursor's line has an open bracket
     open_line = req.file.replace("def f(size)", "def f(size", 1)
     assert JumpRule().suggestion(request_after_first_rename(file=open_line)) is None
