@@ -112,6 +112,10 @@ class TabOptions(SpecialistOptions):
     :class:`~specialists.tab.jump.JumpRule`'s gates hold and the target is at most this many
     lines below (0: no jumps). Never with ``log_features``: the loop learns the policy's
     own choices, and a jump's outcome would be credited to its "nothing"."""
+    rewrite_fallback: bool = True
+    """Where the policy shows nothing, a next-edit rewrite starting at the cursor
+    (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump. Off with
+    ``log_features``, as jumps are."""
 
 
 class TabSpecialist(Specialist):
@@ -123,7 +127,8 @@ class TabSpecialist(Specialist):
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
-                 prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES) -> None:
+                 prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
+                 rewrite_fallback: bool = True) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -144,12 +149,14 @@ class TabSpecialist(Specialist):
         self.processes = processes
         self.prompt_anchor = prompt_anchor
         self.jump_max_lines = 0 if log_features else jump_max_lines
+        self.rewrite_fallback = rewrite_fallback and not log_features
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
                          "log_features": log_features, "lm_cache": lm_cache,
-                         "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines}
+                         "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
+                         "rewrite_fallback": rewrite_fallback}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -424,26 +431,36 @@ class TabSpecialist(Specialist):
             deliver(i, self._result(job, obs, action))
 
     def _result(self, job: _Job, obs: Any, action: Any) -> Result:
+        from specialists.tab.jump import rewrite_at_cursor
+
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
                 "prob_show": round(action.prob_show, 4), "action": action.index}
         if self.log_features:
             from specialists.tab.features import features_json
 
             meta["features"] = features_json(obs)
-        if action.suggestion is None:
+        s, rewrite, source = action.suggestion, False, ""
+        if s is not None:
+            cand = obs.candidates[int(obs.rows[action.index - 1][0])]
+            rewrite, source = cand.is_rewrite, cand.source
+        elif self.rewrite_fallback and (s := rewrite_at_cursor(obs)) is not None:
+            rewrite, source, meta["fallback"] = True, "next_edit", True
+        if s is None:
             return self._jump(job, meta) or self._nothing("policy chose not to show", job.t0, meta)
-        s = action.suggestion
-        cand = obs.candidates[int(obs.rows[action.index - 1][0])]
         out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
-               "kind": "next_edit" if cand.is_rewrite else "completion", "source": cand.source}
+               "kind": "next_edit" if rewrite else "completion", "source": source}
         meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
-        return Result(output=out, confidence=round(action.prob_show, 4), meta=meta)
+        # a fallback rewrite has no probability of its own: the policy's was for another choice
+        return Result(output=out, confidence=round(action.prob_show, 4) if action.suggestion else None,
+                      meta=meta)
 
     def _jump(self, job: _Job, meta: dict[str, Any]) -> Result | None:
         """Where the policy shows nothing: the next edit's line, when the jump rule says so.
         ``range`` is that line of the request's file; ``text`` is empty (nothing is typed)."""
         from specialists.tab.jump import JumpRule
 
+        if not self.jump_max_lines:
+            return None
         jump = JumpRule(max_lines=self.jump_max_lines).pick(job.req)
         if jump is None:
             return None

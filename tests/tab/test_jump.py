@@ -212,3 +212,39 @@ def test_http_answer_for_a_jump(make_client) -> None:
     for options in ({"jump_max_lines": 0}, {"log_features": True}):
         r = make_client(**options).post("/v1/tab", json=body)
         assert r.json()["suggestion"] is None and r.json()["reason"] == "policy chose not to show"
+
+
+# -- the rewrite fallback --------------------------------------------------------------------
+def test_rewrite_at_cursor_only_where_the_rewrite_starts_at_the_cursor() -> None:
+    from specialists.tab.features import observe
+    from specialists.tab.jump import rewrite_at_cursor
+
+    file = "a = old_name + 1\nb = old_name + 2\n"
+    edits = [RecentEdit(old="old_name", new="new_name", offset=0)]
+    at = file.index("old_name")
+    obs = observe(TabRequest(file=file, cursor=at, language="python", recent_edits=edits), None,
+                  ObserveConfig(use_lm=False))
+    sug = rewrite_at_cursor(obs)
+    assert sug == Suggestion(at, at + len("old"), "new") and sug.kind == "rewrite"  # the changed middle
+    further = observe(TabRequest(file=file, cursor=at - 2, language="python", recent_edits=edits), None,
+                      ObserveConfig(use_lm=False))
+    assert any(c.source == "next_edit" for c in further.candidates) and rewrite_at_cursor(further) is None
+    # the fallback comes before a jump, and only where the decider shows nothing
+    req = TabRequest(file=file, cursor=at, language="python", recent_edits=edits)
+    assert with_jumps(lambda r, o: None, JumpRule(), rewrites=True)(req, obs) == sug
+    assert with_jumps(lambda r, o: None, JumpRule(), rewrites=False)(req, obs) is None
+    mine = Suggestion(at, at, "x")
+    assert with_jumps(lambda r, o: mine, JumpRule(), rewrites=True)(req, obs) is mine
+
+
+def test_http_answer_for_a_fallback_rewrite(make_client) -> None:
+    file = "a = old_name + 1\nb = old_name + 2\n"
+    at = file.index("old_name")
+    body = {"file": file, "cursor": at, "language": "python",
+            "recent_edits": [{"old": "old_name", "new": "new_name", "offset": 0}]}
+    r = make_client().post("/v1/tab", json=body).json()
+    assert r["suggestion"] == {"range": {"start": at, "end": at + 3}, "text": "new", "kind": "next_edit",
+                               "source": "next_edit"}, r
+    assert r["confidence"] is None
+    r = make_client(rewrite_fallback=False).post("/v1/tab", json=body).json()
+    assert r["suggestion"] is None
