@@ -39,8 +39,9 @@ from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
 __all__ = ["TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT"]
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "checkpoint"
-JUMP_MAX_LINES = 10**9
-"""The jump rule's reach, as tuned on the dev project by ``benchmarks/tab.py`` (BENCHMARKS)."""
+JUMP_MAX_LINES = 25
+"""The jump rule's reach in lines, as tuned on the dev project (attrs) by ``benchmarks/tab.py``
+(BENCHMARKS, "Jumps and per-kind figures")."""
 
 
 def _utf8(text: str) -> bool:
