@@ -28,7 +28,7 @@ from specialists.tab.replay import TRIGGER_CHARS, Suggestion, TabRequest
 
 __all__ = ["JumpRule", "rewrite_at_cursor", "with_jumps"]
 
-_PAIRS = ("()", "[]", "{}")
+_PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
 
 
 def _balanced(line: str) -> bool:
