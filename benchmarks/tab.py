@@ -187,9 +187,14 @@ def main(argv: list[str] | None = None) -> dict:
     def rl(req, obs):
         return policy.act(obs, sample=False).suggestion
 
-    jump_lines, _ = B.tune(JUMP_GRID, lambda m: with_jumps(rl, JumpRule(m)), lambda d: dev_reward(d, cache))
+    # dev reward per request of the RL policy with jumps of each reach, then with the rewrite fallback
+    jump_dev = {m: dev_reward(with_jumps(rl, JumpRule(m)), cache) for m in JUMP_GRID}
+    jump_lines = max(JUMP_GRID, key=lambda m: (jump_dev[m], -JUMP_GRID.index(m)))  # ties: the first
     rule = JumpRule(jump_lines)
-    rewrites, _ = B.tune([False, True], lambda r: with_jumps(rl, rule, rewrites=r), lambda d: dev_reward(d, cache))
+    rewrite_dev = {r: dev_reward(with_jumps(rl, rule, rewrites=r), cache) for r in (False, True)}
+    rewrites = rewrite_dev[True] > rewrite_dev[False]
+    print(json.dumps({"dev_reward_by_jump_reach": jump_dev, "dev_reward_by_rewrite_fallback": rewrite_dev}),
+          file=sys.stderr, flush=True)
 
     # name: (decider, the observations it is scored on, what its latency run computes)
     deciders: dict[str, tuple[Any, ObservationCache, ObserveConfig]] = {
@@ -239,6 +244,7 @@ def main(argv: list[str] | None = None) -> dict:
         "tuned_on_dev": {"confidence_mean_logprob": tau_c, "copy_min_match": min_m,
                          "truncate_logprob": tau_e, "jump_max_lines": jump_lines,
                          "rewrite_at_cursor": rewrites},
+        "dev_reward_by_jump_reach": jump_dev, "dev_reward_by_rewrite_fallback": {str(k): v for k, v in rewrite_dev.items()},
         "after_edit_requests": ae, "jump_cost": jump_cost, "by_kind": kinds,
         "copilot_weights": {k: round(v, 3) for k, v in copilot.named_weights().items() if abs(v) > 1e-3},
         "copilot_bias": round(copilot.bias, 3),
