@@ -12,8 +12,9 @@ each policy with only the work it needs (copy alone runs no LM). The last line i
 Issue 15: the replay also asks when each hunk is done (``--no-after-edit``: the old protocol),
 where a *jump* — the next edit's line — is judged; ``rl_jumps`` and ``copy_jumps`` add,
 where the policy shows nothing, a next-edit rewrite at the cursor (if it pays on dev) or
-else ``specialists.tab.jump.JumpRule``'s jump (its reach tuned on dev with the RL policy):
-what the served specialist does. Shows, accepts and characters saved are reported per kind (insert,
+else ``specialists.tab.jump.JumpRule``'s jump (its reach tuned on dev with the RL policy),
+and (if it pays on dev) withhold an insertion where the latest edit looks finished: what
+the served specialist does. Shows, accepts and characters saved are reported per kind (insert,
 rewrite, jump), and the jump rule's CPU per keystroke against the served path's.
 """
 
@@ -193,8 +194,10 @@ def main(argv: list[str] | None = None) -> dict:
     rule = JumpRule(jump_lines)
     rewrite_dev = {r: dev_reward(with_jumps(rl, rule, rewrites=r), cache) for r in (False, True)}
     rewrites = rewrite_dev[True] > rewrite_dev[False]
-    print(json.dumps({"dev_reward_by_jump_reach": jump_dev, "dev_reward_by_rewrite_fallback": rewrite_dev}),
-          file=sys.stderr, flush=True)
+    hold_dev = {h: dev_reward(with_jumps(rl, rule, rewrites, hold=h), cache) for h in (False, True)}
+    hold = hold_dev[True] > hold_dev[False]
+    print(json.dumps({"dev_reward_by_jump_reach": jump_dev, "dev_reward_by_rewrite_fallback": rewrite_dev,
+                      "dev_reward_by_hold_when_finished": hold_dev}), file=sys.stderr, flush=True)
 
     # name: (decider, the observations it is scored on, what its latency run computes)
     deciders: dict[str, tuple[Any, ObservationCache, ObserveConfig]] = {
@@ -204,8 +207,9 @@ def main(argv: list[str] | None = None) -> dict:
         "copy": (B.copy_min_match(min_m), cache, ObserveConfig(use_lm=False)),
         "truncate": (B.truncate(tau_e), cache_lm, lm_only),
         "rl": (rl, cache, full),
-        "rl_jumps": (with_jumps(rl, rule, rewrites), cache, full),
-        "copy_jumps": (with_jumps(B.copy_min_match(min_m), rule, rewrites), cache, ObserveConfig(use_lm=False)),
+        "rl_jumps": (with_jumps(rl, rule, rewrites, hold), cache, full),
+        "copy_jumps": (with_jumps(B.copy_min_match(min_m), rule, rewrites, hold), cache,
+                       ObserveConfig(use_lm=False)),
         "always_ensemble": (B.always_ensemble, cache, full),
     }
     lat_reqs = _latency_requests(test, args.latency_requests, args.seed, ae)
@@ -243,8 +247,9 @@ def main(argv: list[str] | None = None) -> dict:
         "edits": {"train_for_copilot_fit": len(train), "dev": len(dev), "test": len(test)},
         "tuned_on_dev": {"confidence_mean_logprob": tau_c, "copy_min_match": min_m,
                          "truncate_logprob": tau_e, "jump_max_lines": jump_lines,
-                         "rewrite_at_cursor": rewrites},
+                         "rewrite_at_cursor": rewrites, "hold_when_finished": hold},
         "dev_reward_by_jump_reach": jump_dev, "dev_reward_by_rewrite_fallback": {str(k): v for k, v in rewrite_dev.items()},
+        "dev_reward_by_hold_when_finished": {str(k): v for k, v in hold_dev.items()},
         "after_edit_requests": ae, "jump_cost": jump_cost, "by_kind": kinds,
         "copilot_weights": {k: round(v, 3) for k, v in copilot.named_weights().items() if abs(v) > 1e-3},
         "copilot_bias": round(copilot.bias, 3),

@@ -26,13 +26,30 @@ from specialists.tab.context_copy import Jump, jump_candidates
 from specialists.tab.features import Observation
 from specialists.tab.replay import TRIGGER_CHARS, Suggestion, TabRequest
 
-__all__ = ["JumpRule", "rewrite_at_cursor", "with_jumps"]
+__all__ = ["JumpRule", "edit_finished", "held", "rewrite_at_cursor", "with_jumps"]
 
 _PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
 
 
 def _balanced(line: str) -> bool:
     return all(line.count(a) == line.count(b) for a, b in _PAIRS)
+
+
+def edit_finished(req: TabRequest) -> bool:
+    """The latest edit looks finished: it typed something, the cursor is where its new text
+    ends, the last character typed ends a word or bracket, and the cursor's line has
+    balanced brackets (the jump rule's first gates, module docstring)."""
+    if not req.recent_edits or not req.recent_edits[-1].new:
+        return False
+    edit, file, cursor = req.recent_edits[-1], req.file, req.cursor
+    if cursor != edit.offset + len(edit.new):
+        return False
+    left = file[cursor - 1 : cursor]
+    if not left or left in TRIGGER_CHARS or left.isspace():
+        return False
+    line_start = file.rfind("\n", 0, cursor) + 1
+    line_end = file.find("\n", cursor)
+    return _balanced(file[line_start : len(file) if line_end < 0 else line_end])
 
 
 @dataclass(frozen=True)
@@ -44,17 +61,9 @@ class JumpRule:
     default, ``specialist.JUMP_MAX_LINES``, is what the benchmark tuned on dev)."""
 
     def pick(self, req: TabRequest) -> Jump | None:
-        if self.max_lines <= 0 or not req.recent_edits or not req.recent_edits[-1].new:
+        if self.max_lines <= 0 or not edit_finished(req):
             return None
-        file, cursor = req.file, req.cursor
-        left = file[cursor - 1 : cursor]
-        if not left or left in TRIGGER_CHARS or left.isspace():
-            return None
-        line_start = file.rfind("\n", 0, cursor) + 1
-        line_end = file.find("\n", cursor)
-        if not _balanced(file[line_start : len(file) if line_end < 0 else line_end]):
-            return None
-        for jump in jump_candidates(file, cursor, req.recent_edits[-1:]):
+        for jump in jump_candidates(req.file, req.cursor, req.recent_edits[-1:]):
             if jump.at_edit_end and 0 <= jump.lines_away <= self.max_lines:
                 return jump
         return None
@@ -75,11 +84,21 @@ def rewrite_at_cursor(obs: Observation) -> Suggestion | None:
     return None
 
 
-def with_jumps(decide: Callable[..., Suggestion | None], rule: JumpRule, rewrites: bool = False
-               ) -> Callable[..., Suggestion | None]:
-    """``decide`` (a harness decider: request, observation) with, where it shows nothing, a
-    rewrite at the cursor (``rewrites``) or else a jump."""
+def held(suggestion: Suggestion | None, req: TabRequest) -> bool:
+    """An insertion where the latest edit looks finished: the person is about to move on
+    (the shipped policy never saw such states; on dev it showed an insertion at half of
+    them, none accepted)."""
+    return suggestion is not None and suggestion.kind == "insert" and edit_finished(req)
+
+
+def with_jumps(decide: Callable[..., Suggestion | None], rule: JumpRule, rewrites: bool = False,
+               hold: bool = False) -> Callable[..., Suggestion | None]:
+    """``decide`` (a harness decider: request, observation) with, where it shows nothing —
+    or, with ``hold``, an insertion :func:`held` back — a rewrite at the cursor
+    (``rewrites``) or else a jump."""
     def decide_or_jump(req: TabRequest, obs: Observation) -> Suggestion | None:
-        return (decide(req, obs) or (rewrite_at_cursor(obs) if rewrites else None)
-                or rule.suggestion(req))
+        sug = decide(req, obs)
+        if hold and held(sug, req):
+            sug = None
+        return sug or (rewrite_at_cursor(obs) if rewrites else None) or rule.suggestion(req)
     return decide_or_jump

@@ -117,6 +117,9 @@ class TabOptions(SpecialistOptions):
     """Where the policy shows nothing, a next-edit rewrite starting at the cursor
     (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump. Off with
     ``log_features``, as jumps are."""
+    hold_finished: bool = True
+    """Withhold the policy's insertion where the latest edit looks finished
+    (:func:`~specialists.tab.jump.held`); the fallbacks then decide. Off with ``log_features``."""
 
 
 class TabSpecialist(Specialist):
@@ -129,7 +132,7 @@ class TabSpecialist(Specialist):
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
                  prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
-                 rewrite_fallback: bool = True) -> None:
+                 rewrite_fallback: bool = True, hold_finished: bool = True) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -151,13 +154,14 @@ class TabSpecialist(Specialist):
         self.prompt_anchor = prompt_anchor
         self.jump_max_lines = 0 if log_features else jump_max_lines
         self.rewrite_fallback = rewrite_fallback and not log_features
+        self.hold_finished = hold_finished and not log_features
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
                          "log_features": log_features, "lm_cache": lm_cache,
                          "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
-                         "rewrite_fallback": rewrite_fallback}
+                         "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -432,7 +436,7 @@ class TabSpecialist(Specialist):
             deliver(i, self._result(job, obs, action))
 
     def _result(self, job: _Job, obs: Any, action: Any) -> Result:
-        from specialists.tab.jump import rewrite_at_cursor
+        from specialists.tab.jump import held, rewrite_at_cursor
 
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
                 "prob_show": round(action.prob_show, 4), "action": action.index}
@@ -441,18 +445,21 @@ class TabSpecialist(Specialist):
 
             meta["features"] = features_json(obs)
         s, rewrite, source = action.suggestion, False, ""
+        if self.hold_finished and held(s, job.req):
+            s, meta["held"] = None, True
         if s is not None:
             cand = obs.candidates[int(obs.rows[action.index - 1][0])]
             rewrite, source = cand.is_rewrite, cand.source
         elif self.rewrite_fallback and (s := rewrite_at_cursor(obs)) is not None:
             rewrite, source, meta["fallback"] = True, "next_edit", True
         if s is None:
-            return self._jump(job, meta) or self._nothing("policy chose not to show", job.t0, meta)
+            reason = "held back: the edit looks finished" if meta.get("held") else "policy chose not to show"
+            return self._jump(job, meta) or self._nothing(reason, job.t0, meta)
         out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
                "kind": "next_edit" if rewrite else "completion", "source": source}
         meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
         # a fallback rewrite has no probability of its own: the policy's was for another choice
-        return Result(output=out, confidence=round(action.prob_show, 4) if action.suggestion else None,
+        return Result(output=out, confidence=round(action.prob_show, 4) if s is action.suggestion else None,
                       meta=meta)
 
     def _jump(self, job: _Job, meta: dict[str, Any]) -> Result | None:

@@ -248,3 +248,18 @@ def test_http_answer_for_a_fallback_rewrite(make_client) -> None:
     assert r["confidence"] is None
     r = make_client(rewrite_fallback=False).post("/v1/tab", json=body).json()
     assert r["suggestion"] is None
+
+
+def test_an_insertion_is_held_back_where_the_latest_edit_looks_finished() -> None:
+    from specialists.tab.jump import edit_finished, held
+
+    req = request_after_first_rename()
+    assert edit_finished(req)
+    insert, rewrite = Suggestion(req.cursor, req.cursor, "x"), Suggestion(req.cursor, req.cursor + 1, "x")
+    assert held(insert, req) and not held(rewrite, req) and not held(None, req)
+    typing = request_after_first_rename(cursor=req.cursor - 1)  # not at the edit's end
+    assert not edit_finished(typing) and not held(Suggestion(typing.cursor, typing.cursor, "x"), typing)
+    # held back, the jump is shown instead; without hold the insertion stands
+    jump = with_jumps(lambda r, o: insert, JumpRule(), hold=True)(req, None)
+    assert jump is not None and jump.kind == "jump"
+    assert with_jumps(lambda r, o: insert, JumpRule(), hold=False)(req, None) is insert
