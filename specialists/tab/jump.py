@@ -1,14 +1,17 @@
 """When to show a jump: the next edit's location, decided apart from the policy (issue 15).
 
-The policy (``policy.py``) picks among insertions and rewrites, or nothing. Only when it
-picks nothing may a jump be shown (or, first, a rewrite right at the cursor: the shipped
-policy never picks one, :func:`rewrite_at_cursor`), so the shipped policy stays valid and
-its features are unchanged. A jump candidate (``context_copy.jump_candidates``) is shown when every gate
-holds; the gates are what separated right jumps from wrong ones on the development
-projects (attrs, click, flask, rich; BENCHMARKS "Jumps and per-kind figures"):
+The policy (``policy.py``) picks among insertions and rewrites, or nothing; it stays the
+shipped one, its features unchanged. Around it (:func:`with_jumps`, and the served
+specialist alike): its insertion is held back where the latest edit looks finished
+(:func:`held`); where it then shows nothing, a rewrite right at the cursor
+(:func:`rewrite_at_cursor`), else a jump. A jump candidate
+(``context_copy.jump_candidates``) is shown when every gate holds; the gates are what
+separated right jumps from wrong ones on the development projects (attrs, click, flask,
+rich; ``benchmarks/tab_jump_signals.py``, BENCHMARKS "Jumps and per-kind figures"):
 
 * it repeats the *latest* edit, and the cursor is where that edit's new text ends — the
-  person has just made it (an older edit's text found elsewhere was never the next edit);
+  person has just made it (older edits' text found elsewhere was not the next edit in a
+  first look at those projects);
 * the edit typed something, and the last character typed ends a word or a bracket
   (a trigger character or a blank there means the person is still typing);
 * the cursor's line has balanced brackets (``foo(`` is half a change);
@@ -76,8 +79,9 @@ class JumpRule:
 def rewrite_at_cursor(obs: Observation) -> Suggestion | None:
     """A next-edit rewrite of the text right at the cursor, repeating the latest edits
     (``context_copy.next_edit_candidates`` with distance 0). The shipped policy never picks
-    rewrites; where it showed nothing on the dev project, 8 of 9 of these were accepted,
-    and 0 of 18 that start further right (BENCHMARKS)."""
+    rewrites; shown where it shows nothing, these raised the dev project's reward per
+    request (BENCHMARKS, "Jumps and per-kind figures"); those starting further right were
+    never accepted there."""
     for c in obs.candidates:
         if c.source == "next_edit" and c.distance == 0:
             return Suggestion(c.start, c.end, c.text)
@@ -86,8 +90,8 @@ def rewrite_at_cursor(obs: Observation) -> Suggestion | None:
 
 def held(suggestion: Suggestion | None, req: TabRequest) -> bool:
     """An insertion where the latest edit looks finished: the person is about to move on
-    (the shipped policy never saw such states; on dev it showed an insertion at half of
-    them, none accepted)."""
+    (the shipped policy was trained without requests at the end of an edit, where every
+    insertion is rejected; holding these back raised the dev reward, BENCHMARKS)."""
     return suggestion is not None and suggestion.kind == "insert" and edit_finished(req)
 
 
