@@ -196,7 +196,9 @@ def build_server(backend: Backend) -> LanguageServer:
         answer = await asyncio.get_running_loop().run_in_executor(None, backend.suggest,
                                                                   payload)
         suggestion = answer.get("suggestion")
-        if not suggestion or answer.get("cancelled"):
+        if not suggestion or answer.get("cancelled") or suggestion.get("kind") == "jump":
+            # a jump (the next edit's line, issue 15) has no inline-completion form: an item
+            # with empty text over its range would delete that line, so it is not shown
             return t.InlineCompletionList(items=[])
         start, end = int(suggestion["range"]["start"]), int(suggestion["range"]["end"])
         doc.shown = _Shown(str(answer["request_id"]), suggestion["text"], start, end)

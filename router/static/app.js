@@ -50,7 +50,10 @@ async function suggest(view) {
   // a later keystroke made this answer stale: drop it
   if (seq !== tabState.seq || view.state.doc.toString() !== doc) return;
   if (!s) { document.getElementById("tab-last").textContent = r.data.reason || "nothing to suggest"; return; }
-  const ghost = {from: s.range.start, to: s.range.end, text: s.text, id: r.data.request_id};
+  // a jump names the next edit's line: a marker there, and Tab moves the cursor to it
+  const ghost = s.kind === "jump"
+    ? {from: s.range.start, to: s.range.start, text: "\u21e5 next edit", id: r.data.request_id, jump: true}
+    : {from: s.range.start, to: s.range.end, text: s.text, id: r.data.request_id};
   view.dispatch({effects: setGhost.of(ghost)});
   tabState.shown += 1;
   tabState.latencies.push(performance.now() - tabState.typedAt);
@@ -60,6 +63,13 @@ async function suggest(view) {
 function acceptGhost(view) {
   const g = view.state.field(ghostField);
   if (!g) return false;
+  if (g.jump) {  // nothing to type: move there
+    view.dispatch({selection: {anchor: g.from}, effects: setGhost.of(null), scrollIntoView: true});
+    tabState.accepted += 1;
+    feedback(g.id, "accepted", 0);
+    document.getElementById("tab-last").textContent = "jumped";
+    return true;
+  }
   view.dispatch({changes: {from: g.from, to: g.to, insert: g.text},
                  selection: {anchor: g.from + g.text.length}, userEvent: "complement.accept"});
   tabState.accepted += 1;

@@ -8,6 +8,10 @@ characters saved.
 
 Next-edit candidates repeat a recent edit: when the text a recent edit replaced occurs
 again just right of the cursor, propose the same replacement there (a rename carried on).
+
+Jump candidates (issue 15, Cursor's "tab to jump") name where the next edit will be when it
+is beyond that region: the next occurrence, as a whole word, of the word a recent edit
+replaced (a rename or a repeated change carried on further down, else from the top).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from dataclasses import dataclass, field
 
 from specialists.tab.replay import RecentEdit
 
-__all__ = ["Candidate", "copy_candidates", "next_edit_candidates", "Source"]
+__all__ = ["Candidate", "copy_candidates", "next_edit_candidates", "Source", "Jump", "jump_candidates",
+           "replaced_word"]
 
 
 @dataclass
@@ -164,3 +169,134 @@ def next_edit_candidates(file: str, cursor: int, edits: list[RecentEdit], *, reg
         if len(out) >= max_candidates:
             break
     return out
+
+
+@dataclass(frozen=True)
+class Jump:
+    """Where the next edit may be: the line region ``[start, end]`` of the file (its end is
+    the line's end), holding an occurrence of ``term``, replaced by recent edit number
+    ``edit_rank`` (0: the latest)."""
+
+    start: int
+    end: int
+    term: str
+    kind: str
+    """``repeat`` (the edit's replaced text occurs there) or ``rename`` (its replaced word)."""
+    edit_rank: int
+    lines_away: int
+    """Lines from the cursor's line to the target's (negative: above it, wrapped round)."""
+    at_edit_end: bool
+    """The cursor is where the edit's new text ends: the person has just made it."""
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def replaced_word(old: str, new: str) -> str:
+    """The whole word(s) of ``old`` that the edit ``old`` → ``new`` changed: the changed
+    middle widened to word boundaries in ``old`` ("" when that is not a word, or when it
+    survives in ``new`` — then nothing was replaced, only added to)."""
+    p = 0
+    while p < min(len(old), len(new)) and old[p] == new[p]:
+        p += 1
+    s = 0
+    while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
+        s += 1
+    i, j = p, len(old) - s
+    while i > 0 and _is_word(old[i - 1]):
+        i -= 1
+    while j < len(old) and _is_word(old[j]):
+        j += 1
+    term = old[i:j].strip()
+    if "\n" in term or not term or not (_is_word(term[0]) and _is_word(term[-1])):
+        return ""
+    if _find_word(new, term, 0) >= 0:
+        return ""
+    return term
+
+
+def _find_word(text: str, term: str, start: int, stop: int | None = None) -> int:
+    """The first whole-word occurrence of ``term`` in ``text[start:stop]`` (-1: none)."""
+    stop = len(text) if stop is None else stop
+    i = text.find(term, start, stop)
+    while i >= 0:
+        j = i + len(term)
+        if (i == 0 or not _is_word(text[i - 1])) and (j == len(text) or not _is_word(text[j])):
+            return i
+        i = text.find(term, i + 1, stop)
+    return -1
+
+
+def _line_at(file: str, i: int) -> tuple[int, int]:
+    start = file.rfind("\n", 0, i) + 1
+    end = file.find("\n", i)
+    return start, len(file) if end < 0 else end
+
+
+def jump_candidates(file: str, cursor: int, edits: list[RecentEdit], *, region_lines: int = 3,
+                    max_candidates: int = 2, min_term: int = 3, min_repeat: int = 4,
+                    max_edits: int = 3) -> list[Jump]:
+    """Line regions beyond the editable region (the cursor's line and ``region_lines`` after
+    it, where :func:`next_edit_candidates` rewrites) where a recent edit may be repeated:
+    the next occurrence of the text it replaced (``repeat``, at least ``min_repeat``
+    characters) or of the whole word it replaced (``rename``); below the cursor first, else
+    the first from the top. The most recent edit first; one candidate per line."""
+    lo = file.rfind("\n", 0, cursor) + 1
+    hi = cursor
+    for _ in range(region_lines):
+        nl = file.find("\n", hi)
+        if nl < 0:
+            hi = len(file)
+            break
+        hi = nl + 1
+    out: list[Jump] = []
+    seen: set[int] = set()
+    for rank, edit in enumerate(reversed(edits[-max_edits:])):  # the most recent first
+        old, new = _widened(file, edit)
+        at_end = cursor == edit.offset + len(edit.new)
+        for kind, term, whole in (("repeat", old.strip(), False), ("rename", replaced_word(old, new), True)):
+            if len(term) < (min_repeat if kind == "repeat" else min_term) or "\n" in term:
+                continue
+            at, wrapped = _next_occurrence(file, term, whole, lo, hi)
+            if at < 0:
+                continue
+            start, end = _line_at(file, at)
+            if start in seen:
+                continue
+            seen.add(start)
+            lines = file.count("\n", lo, start) if not wrapped else -file.count("\n", start, lo)
+            out.append(Jump(start=start, end=end, term=term, kind=kind, edit_rank=rank,
+                            lines_away=lines, at_edit_end=at_end))
+            if len(out) >= max_candidates:
+                return out
+    return out
+
+
+def _widened(file: str, edit: RecentEdit) -> tuple[str, str]:
+    """The last line of the edit's old and new text, widened to whole words with the file
+    around it when its new text is still where it was put: editors and the replay send the
+    changed middle only (``foo_x`` → ``foo_y`` arrives as ``x`` → ``y``)."""
+    lo, hi = edit.offset, edit.offset + len(edit.new)
+    if not (0 <= lo <= hi <= len(file)) or file[lo:hi] != edit.new:
+        return _trimmed(edit)
+    a, b = lo, hi
+    while a > 0 and _is_word(file[a - 1]):
+        a -= 1
+    while b < len(file) and _is_word(file[b]):
+        b += 1
+    old, new = file[a:lo] + edit.old + file[hi:b], file[a:b]
+    return old[old.rfind("\n") + 1 :], new[new.rfind("\n") + 1 :]  # the cursor's line of it
+
+
+def _next_occurrence(file: str, term: str, whole: bool, lo: int, hi: int) -> tuple[int, bool]:
+    """The first occurrence of ``term`` at or after ``hi``, else the first before ``lo``
+    (then ``wrapped``); -1 when there is none outside ``[lo, hi)``."""
+    if whole:
+        at = _find_word(file, term, hi)
+        return (at, False) if at >= 0 else (_find_word(file, term, 0, lo), True)
+    at = file.find(term, hi)
+    if at >= 0:
+        return at, False
+    at = file.find(term, 0, lo)
+    return (at, True) if at >= 0 and at + len(term) <= lo else (-1, True)

@@ -21,7 +21,7 @@ from specialists.tab.data import Pair
 from specialists.tab.features import Observation, ObserveConfig, observe
 from specialists.tab.replay import Outcome, RewardConfig, Session, Suggestion, TabRequest
 
-__all__ = ["ObservationCache", "Metrics", "run", "Decider", "measure_latency", "cache_path", "pair_key"]
+__all__ = ["ObservationCache", "Metrics", "KINDS", "run", "Decider", "measure_latency", "cache_path", "pair_key"]
 
 Decider = Callable[[TabRequest, Observation], Suggestion | None]
 
@@ -88,6 +88,9 @@ def pair_key(pair: Pair) -> str:
     return f"{pair.repo}:{pair.commit}:{pair.path}"
 
 
+KINDS = ("insert", "rewrite", "jump")
+
+
 @dataclass
 class Metrics:
     requests: int = 0
@@ -97,6 +100,9 @@ class Metrics:
     chars_saved: int = 0
     chars_total: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+    by_kind: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {k: {"shown": 0, "accepted": 0, "chars_saved": 0} for k in KINDS})
+    """Shows, accepts and characters saved per suggestion kind (insert, rewrite, jump)."""
 
     def add(self, outcome: Outcome) -> None:
         self.requests += 1
@@ -104,6 +110,11 @@ class Metrics:
         self.accepted += outcome.accepted
         self.reward += outcome.reward
         self.chars_saved += outcome.chars_saved
+        if outcome.kind is not None:
+            counts = self.by_kind[outcome.kind]
+            counts["shown"] += 1
+            counts["accepted"] += outcome.accepted
+            counts["chars_saved"] += outcome.chars_saved
 
     def summary(self) -> dict[str, float]:
         n = max(1, self.requests)
@@ -118,14 +129,22 @@ class Metrics:
                 "chars_saved_per_1000": round(1000 * self.chars_saved / max(1, self.chars_total), 2),
                 "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
 
+    def kind_summary(self) -> dict[str, dict[str, float]]:
+        """Per kind: shows, accepts, accept rate, characters saved (and per 1,000 typed)."""
+        return {k: {**v, "accept_rate": round(v["accepted"] / max(1, v["shown"]), 4),
+                    "chars_saved_per_1000": round(1000 * v["chars_saved"] / max(1, self.chars_total), 2)}
+                for k, v in self.by_kind.items()}
+
 
 def run(pairs: Iterable[Pair], decide: Decider, cache: ObservationCache,
         reward: RewardConfig | None = None,
-        on_step: Callable[[TabRequest, Observation, Suggestion | None, Outcome], None] | None = None) -> Metrics:
-    """Replay ``pairs`` with ``decide`` choosing at each request; ``on_step`` sees each decision."""
+        on_step: Callable[[TabRequest, Observation, Suggestion | None, Outcome], None] | None = None,
+        ask_after_edit: bool = False) -> Metrics:
+    """Replay ``pairs`` with ``decide`` choosing at each request; ``on_step`` sees each decision.
+    ``ask_after_edit``: a request also when each hunk is done (where jumps are judged)."""
     m = Metrics()
     for pair in pairs:
-        session = Session(pair, reward=reward)
+        session = Session(pair, reward=reward, ask_after_edit=ask_after_edit)
         key = pair_key(pair)
         while (req := session.next_request()) is not None:
             obs = cache.get(key, req)

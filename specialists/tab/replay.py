@@ -18,6 +18,15 @@ the inserted text is a prefix of what the person was about to type; for a rewrit
 region's real next state) and some typed character is not blank. On accept it skips ahead
 past what was accepted and asks again at once; characters it did not type are counted.
 
+With ``ask_after_edit`` (issue 15) a request is also made when a hunk is done, the cursor
+at its end: where an editor would predict the *next* edit's location. A jump (a
+:class:`Suggestion` with ``jump=True`` naming a line region) is accepted only there, and
+only when the person's next edit — the next hunk's first changed character — lies in the
+region; at any other request the person's next edit is where the cursor is, so a jump is
+rejected. An accepted jump types nothing (0 characters saved) and replaces the move to
+the next hunk by the accept keystroke; :class:`Outcome` names each suggestion's ``kind``
+(``insert``, ``rewrite``, ``jump``) for the per-kind figures.
+
 This module is a library on purpose: the benchmark and the RL trainer drive it in process,
 and an online loop can drive the HTTP API with :meth:`Session.next_request` /
 :meth:`Session.respond` (requests serialise with :meth:`TabRequest.to_json`).
@@ -68,13 +77,24 @@ class RecentEdit:
 @dataclass(frozen=True)
 class Suggestion:
     """Replace ``[start, end)`` of the current file by ``text``; ``start == end`` at the cursor
-    is a completion, anything else a next-edit rewrite."""
+    is a completion, anything else a next-edit rewrite. With ``jump`` it edits nothing: it
+    says the next edit will be in ``[start, end)`` (a line region) and moves the cursor there."""
 
     start: int
     end: int
     text: str
+    jump: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``jump``, ``insert`` (a completion) or ``rewrite``."""
+        if self.jump:
+            return "jump"
+        return "insert" if self.start == self.end else "rewrite"
 
     def apply(self, file: str) -> str:
+        if self.jump:
+            return file
         return file[: self.start] + self.text + file[self.end :]
 
 
@@ -152,6 +172,8 @@ class Outcome:
     accepted: bool
     chars_saved: int
     reward: float
+    kind: str | None = None
+    """The shown suggestion's :attr:`Suggestion.kind`; ``None`` when nothing was shown."""
 
 
 def _trim(old: str, new: str) -> tuple[int, str, str]:
@@ -223,8 +245,9 @@ class Session:
     """
 
     def __init__(self, pair: Pair, reward: RewardConfig | None = None, timing: Timing | None = None,
-                 max_recent: int = 5) -> None:
+                 max_recent: int = 5, ask_after_edit: bool = False) -> None:
         self.pair = pair
+        self.ask_after_edit = ask_after_edit
         self.reward = reward or RewardConfig()
         self.timing = timing or Timing()
         self.max_recent = max_recent
@@ -242,13 +265,18 @@ class Session:
         self._steps = self._walk()
         self._pending: tuple[int, int, str] | None = None  # (hunk index, k or -1, file) asked
         self._skip_to: int | None = None
+        self._after = False  # the pending request is the one made when a hunk is done
+        self._jumped = False  # an accepted jump took the cursor to the next hunk
+        self.jumps_accepted = 0
         self._n = 0
 
     # -- the person's path -------------------------------------------------------------
     def _walk(self) -> Iterator[tuple[int, int]]:
         """Yield (hunk index, k) at each request; k = -1 is before the deletion."""
         for hi, h in enumerate(self.hunks):
-            self.clock += self.timing.move_to_hunk
+            if not self._jumped:  # an accepted jump did the move (its keystroke is counted)
+                self.clock += self.timing.move_to_hunk
+            self._jumped = False
             self._deleted, self._k, self._skip_to = False, 0, None
             if h.old:
                 yield hi, -1
@@ -270,7 +298,9 @@ class Session:
         self._delete(hi)
         triggers = _triggers(h.new)
         self._set_k(hi, k0)
-        if ask_first or (k0 > 0 and k0 < len(h.new)):
+        if ask_first and not h.new and self.ask_after_edit:
+            pass  # a pure deletion is done once deleted: the request below is the one
+        elif ask_first or (k0 > 0 and k0 < len(h.new)):
             yield hi, k0
         k = self._k
         while k < len(h.new):
@@ -282,6 +312,10 @@ class Session:
                 yield hi, nxt
             k = self._k  # an accept may have moved it on
         self._finish_hunk(hi)
+        if self.ask_after_edit:
+            self._after = True
+            yield hi, len(h.new)
+            self._after = False
 
     def _set_k(self, hi: int, k: int) -> None:
         h = self.hunks[hi]
@@ -310,7 +344,7 @@ class Session:
         h = self.hunks[hi]
         cursor = h.start + max(k, 0)
         recent = list(self.recent)
-        if self._deleted and h.old:
+        if self._deleted and h.old and not self._after:  # the hunk in progress
             recent = (recent + [RecentEdit(old=h.old, new=h.new[: max(k, 0)], offset=h.start)])[-self.max_recent :]
         self._pending = (hi, k, self.file)
         self._n += 1
@@ -329,6 +363,8 @@ class Session:
         h = self.hunks[hi]
         if not (0 <= suggestion.start <= suggestion.end <= len(file)):
             return False, -1
+        if suggestion.jump:
+            return self._judge_jump(hi, suggestion), -1
         result = suggestion.apply(file)
         base = len(file) - (len(h.old) if not self._deleted else 0) - max(k, 0)
         k2 = len(result) - base
@@ -342,6 +378,21 @@ class Session:
             return False, -1  # nothing but blanks: not worth a tab
         return True, k2
 
+    def next_edit_at(self) -> int | None:
+        """Where the person's next edit elsewhere begins, at a request made when a hunk is
+        done: the next hunk's first changed character (None: not such a request, or the
+        last hunk)."""
+        if self._pending is None:
+            raise RuntimeError("no pending request")
+        hi = self._pending[0]
+        if not self._after or hi + 1 >= len(self.hunks):
+            return None
+        return self.hunks[hi + 1].start  # offsets already count the hunks done before it
+
+    def _judge_jump(self, hi: int, suggestion: Suggestion) -> bool:
+        at = self.next_edit_at()
+        return at is not None and suggestion.start <= at <= suggestion.end
+
     def respond(self, suggestion: Suggestion | None) -> Outcome:
         """The simulated user's answer to the pending request; on accept, skip ahead."""
         accepted, k2 = self.judge(suggestion)
@@ -349,7 +400,11 @@ class Session:
         self._pending = None
         shown = suggestion is not None
         chars = 0
-        if accepted:
+        if accepted and suggestion is not None and suggestion.jump:
+            self.jumps_accepted += 1
+            self.clock += self.timing.accept
+            self._jumped = True
+        elif accepted:
             chars = k2 - max(k, 0)
             self.saved_chars += chars
             self.clock += self.timing.accept
@@ -362,7 +417,8 @@ class Session:
         self.last_outcome = "accepted" if accepted else ("rejected" if shown else "none")
         self.last_decision = self.clock
         return Outcome(shown=shown, accepted=accepted, chars_saved=chars,
-                       reward=self.reward(shown, accepted, chars))
+                       reward=self.reward(shown, accepted, chars),
+                       kind=suggestion.kind if suggestion is not None else None)
 
     # -- what the person was about to do (for analysis and tests, never for the policy) -----
     def remaining(self) -> str:

@@ -46,6 +46,9 @@ from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
 __all__ = ["Canary", "TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT", "in_canary"]
 
 DEFAULT_CHECKPOINT = Path(__file__).parent / "checkpoint"
+JUMP_MAX_LINES = 25
+"""The jump rule's reach in lines, as tuned on the dev project (attrs) by ``benchmarks/tab.py``
+(BENCHMARKS, "Jumps and per-kind figures")."""
 
 
 def _utf8(text: str) -> bool:
@@ -134,6 +137,18 @@ class TabOptions(SpecialistOptions):
     processes: int = Field(0, ge=0, le=8)
     """Model worker processes, each with its own copy of the model (0: threads in this
     process). Their Python does not share the server's GIL; a session keeps to one."""
+    jump_max_lines: int = Field(JUMP_MAX_LINES, ge=0)
+    """Where the policy shows nothing, a jump to the next edit's line (kind ``jump``) when
+    :class:`~specialists.tab.jump.JumpRule`'s gates hold and the target is at most this many
+    lines below (0: no jumps). Never with ``log_features``: the loop learns the policy's
+    own choices, and a jump's outcome would be credited to its "nothing"."""
+    rewrite_fallback: bool = True
+    """Where the policy shows nothing, a next-edit rewrite starting at the cursor
+    (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump. Off with
+    ``log_features``, as jumps are."""
+    hold_finished: bool = True
+    """Withhold the policy's insertion where the latest edit looks finished
+    (:func:`~specialists.tab.jump.held`); the fallbacks then decide. Off with ``log_features``."""
 
 
 class TabSpecialist(Specialist):
@@ -145,7 +160,8 @@ class TabSpecialist(Specialist):
                  window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
-                 prompt_anchor: int = 16) -> None:
+                 prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
+                 rewrite_fallback: bool = True, hold_finished: bool = True) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -165,12 +181,16 @@ class TabSpecialist(Specialist):
         self.workers = workers
         self.processes = processes
         self.prompt_anchor = prompt_anchor
+        self.jump_max_lines = 0 if log_features else jump_max_lines
+        self.rewrite_fallback = rewrite_fallback and not log_features
+        self.hold_finished = hold_finished and not log_features
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
                          "log_features": log_features, "lm_cache": lm_cache,
-                         "prompt_anchor": prompt_anchor}
+                         "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
+                         "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -486,20 +506,46 @@ class TabSpecialist(Specialist):
             deliver(i, self._result(job, obs, action))
 
     def _result(self, job: _Job, obs: Any, action: Any) -> Result:
+        from specialists.tab.jump import held, rewrite_at_cursor
+
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
                 "prob_show": round(action.prob_show, 4), "action": action.index}
         if self.log_features:
             from specialists.tab.features import features_json
 
             meta["features"] = features_json(obs)
-        if action.suggestion is None:
-            return self._nothing("policy chose not to show", job.t0, meta)
-        s = action.suggestion
-        cand = obs.candidates[int(obs.rows[action.index - 1][0])]
+        s, rewrite, source = action.suggestion, False, ""
+        if self.hold_finished and held(s, job.req):
+            s, meta["held"] = None, True
+        if s is not None:
+            cand = obs.candidates[int(obs.rows[action.index - 1][0])]
+            rewrite, source = cand.is_rewrite, cand.source
+        elif self.rewrite_fallback and (s := rewrite_at_cursor(obs)) is not None:
+            rewrite, source, meta["fallback"] = True, "next_edit", True
+        if s is None:
+            reason = "held back: the edit looks finished" if meta.get("held") else "policy chose not to show"
+            return self._jump(job, meta) or self._nothing(reason, job.t0, meta)
         out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
-               "kind": "next_edit" if cand.is_rewrite else "completion", "source": cand.source}
+               "kind": "next_edit" if rewrite else "completion", "source": source}
         meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
-        return Result(output=out, confidence=round(action.prob_show, 4), meta=meta)
+        # a fallback rewrite has no probability of its own: the policy's was for another choice
+        return Result(output=out, confidence=round(action.prob_show, 4) if s is action.suggestion else None,
+                      meta=meta)
+
+    def _jump(self, job: _Job, meta: dict[str, Any]) -> Result | None:
+        """Where the policy shows nothing: the next edit's line, when the jump rule says so.
+        ``range`` is that line of the request's file; ``text`` is empty (nothing is typed)."""
+        from specialists.tab.jump import JumpRule
+
+        if not self.jump_max_lines:
+            return None
+        jump = JumpRule(max_lines=self.jump_max_lines).pick(job.req)
+        if jump is None:
+            return None
+        out = {"range": {"start": jump.start + job.offset, "end": jump.end + job.offset}, "text": "",
+               "kind": "jump", "source": jump.kind}
+        meta = {**meta, "jump": True, "latency_ms": round((time.perf_counter() - job.t0) * 1000, 2)}
+        return Result(output=out, confidence=None, meta=meta)
 
     @staticmethod
     def _nothing(reason: str, t0: float, meta: dict[str, Any], **extra: Any) -> Result:
