@@ -256,10 +256,26 @@ def check_unmatched_edges(merger: Merger) -> None:
                 key = sk.keys[edge]
                 if sm[edge] >= 0 or weak(key) or not sk.boundary[edge]:
                     continue
-                if any(before < p < after for p in merger.pos.get(key, ())):
+                if any(before < p < after for p in merger.pos.get(key, ())) \
+                        and not _copied_edge(merger, edge, 1 if edge == body[0] else -1,
+                                             start, j):
                     raise Abstain("a block's edge line is in the original but the block was "
                                   "placed elsewhere", sk.span(edge, edge))
         before = max([before] + [sm[i] for i in range(start, j)])
+
+
+def _copied_edge(merger: Merger, edge: int, step: int, start: int, end: int) -> bool:
+    """The block's first (last) line is left new, and its next matched line inward is a
+    copy of it placed on the original's line, every line between new: the new code starts
+    and ends with the same line (a new test after one that ends alike). Matching the edge
+    line there instead, with the copy new, writes the same lines in the same order."""
+    sk, sm = merger.sk, merger.sm
+    j = edge + step
+    while start <= j < end:
+        if sm[j] >= 0:
+            return sk.keys[j] == sk.keys[edge]
+        j += step
+    return False
 
 
 # Perturbed weights for the near-tie check: each moves one trade-off (deleting vs matching,
