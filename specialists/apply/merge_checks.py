@@ -20,7 +20,8 @@ from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
 __all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
-           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check"]
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check",
+           "unmatched_edge"]
 
 
 def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
@@ -246,22 +247,31 @@ def check_unmatched_edges(merger: Merger) -> None:
     """A block's edge line next to a marker is usually context. Left unmatched although the
     original has it between the anchors around the block, it says the block may belong
     where that line is: the placement chosen is one reading of two."""
+    found = unmatched_edge(merger)
+    if found is not None:
+        raise Abstain("a block's edge line is in the original but the block was "
+                      "placed elsewhere", merger.sk.span(found[0], found[0]))
+
+
+def unmatched_edge(merger: Merger) -> tuple[int, list[int]] | None:
+    """The first block edge line ``check_unmatched_edges`` objects to, with the places
+    between the anchors around its block where the original has it; ``None`` if none."""
     sk, sm = merger.sk, merger.sm
     before = -1
     for start, j in _code_blocks(merger):
         after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
         body = [i for i in range(start, j) if sk.keys[i]]
         if body and any(sm[i] >= 0 for i in body):
-            for edge in {body[0], body[-1]}:
+            for edge in sorted({body[0], body[-1]}):
                 key = sk.keys[edge]
                 if sm[edge] >= 0 or weak(key) or not sk.boundary[edge]:
                     continue
-                if any(before < p < after for p in merger.pos.get(key, ())) \
-                        and not _copied_edge(merger, edge, 1 if edge == body[0] else -1,
-                                             start, j):
-                    raise Abstain("a block's edge line is in the original but the block was "
-                                  "placed elsewhere", sk.span(edge, edge))
+                places = [p for p in merger.pos.get(key, ()) if before < p < after]
+                if places and not _copied_edge(merger, edge, 1 if edge == body[0] else -1,
+                                               start, j):
+                    return edge, places
         before = max([before] + [sm[i] for i in range(start, j)])
+    return None
 
 
 def _copied_edge(merger: Merger, edge: int, step: int, start: int, end: int) -> bool:
