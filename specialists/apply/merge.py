@@ -133,7 +133,9 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS
             and len(sk.keys) * (len(olines.keys) + 1) <= _align.MAX_CELLS):
-        cross_check(out, olines, sk, language, options, merger)
+        other = cross_check(out, olines, sk, language, options, merger)
+        if other is not None:
+            out, origin = other
     final_newline = olines.final_newline
     if _sketch_ends_file(merger, origin):
         final_newline = slines.final_newline  # the sketch wrote the file's last line

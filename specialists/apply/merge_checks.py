@@ -310,23 +310,38 @@ def check_near_ties(out: list[str], first: Merger) -> None:
 
 
 def cross_check(out: list[str], olines: Lines, sk: SketchLines, language: str | None,
-                options: ApplyOptions, first: Merger | None = None) -> None:
+                options: ApplyOptions,
+                first: Merger | None = None) -> tuple[list[str], list[int]] | None:
     """Read the sketch a second, independent way (the global alignment of ``align``) and
     abstain when that reading gives another file. The two fail differently: the piecewise
     reading trusts its unique anchors and repairs gaps locally, the global one weighs every
     line of every block at once. Where both agree, a wrong merge needs both to be wrong in
     the same way; on the benchmark that cuts silent wrong answers by about a third for a
     small loss of exact merges (BENCHMARKS.md). An abstain of the global reading alone (two
-    optimal readings) does not overrule a piecewise merge that passed its own checks."""
+    optimal readings) does not overrule a piecewise merge that passed its own checks.
+
+    Readings that differ only in trailing whitespace on lines with code differ in which of the sketch's lines
+    they take as kept (whose trailing whitespace the sketch's copy may add to) and which as
+    new: both write the same code, and the one with less trailing whitespace is returned
+    (merged lines and their origins) when it is the global one; otherwise ``None``."""
     second = first.fork() if first is not None else Merger(olines, sk, language, options)
     try:
-        alt, _ = second.merge_dp()
+        alt, alt_origin = second.merge_dp()
     except Abstain:
-        return
+        return None
     if alt != out and not _more_blank_lines_only(out, alt, first):
+        if len(alt) == len(out) and all(a == b or (a.strip() and a.rstrip() == b.rstrip())
+                                        for a, b in zip(out, alt)):
+            return (alt, alt_origin) if _trailing(alt) < _trailing(out) else None
         at = next((i for i, (a, b) in enumerate(zip(out, alt)) if a != b), min(len(out), len(alt)))
         raise Abstain(f"two readings of the sketch give different files (from merged line "
                       f"{at + 1}); the sketch does not say which")
+    return None
+
+
+def _trailing(lines: list[str]) -> int:
+    """Trailing whitespace characters over all lines."""
+    return sum(len(line) - len(line.rstrip()) for line in lines)
 
 
 def _more_blank_lines_only(out: list[str], alt: list[str], first: Merger | None) -> bool:
