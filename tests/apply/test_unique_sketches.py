@@ -143,7 +143,7 @@ def test_large_deletion_in_a_stretch_needs_three_pinned_lines() -> None:
     # lines above the deletion and one below ("attrs_st = ...") bound the stretch
     result = apply_sketch(IMPORTS, IMPORTS_SKETCH, path="test_make.py")
     assert result.applied, result.reason
-    head, tail = IMPORTS.split("attrs_st = ", 1)
+    tail = IMPORTS.split("attrs_st = ", 1)[1]
     shown = IMPORTS_SKETCH.split("\n", 1)[1].split("attrs_st = ", 1)[0]
     assert result.merged == "import sys\n\n" + shown + "attrs_st = " + tail
     # with only one pinned line above it (the marker right before "from pkg._make import
