@@ -166,6 +166,9 @@ def check_implicit_deletion(merger: Merger, ja: int, pa: int, jb: int, pb: int) 
         return
     if need == 1 and _anchored_run(merger, jb, pb, 1) and _only_place_above(merger, ja, pb):
         return
+    above, below = _pinned_stretch(merger, ja, -1), _pinned_stretch(merger, jb, 1)
+    if above and below and above + below >= need + 1:
+        return
     new = [merger.sk.keys[j] for j in range(ja + 1, jb) if merger.sk.keys[j]]
     # The lower line also fits at or before the upper one's place (or the reverse): the
     # sketch reads as well as a pure insertion there, with nothing deleted.
@@ -280,6 +283,21 @@ def _rewrites_body(merger: Merger, ja: int, pa: int, pb: int) -> bool:
 def _unique(merger: Merger, key: str) -> bool:
     """A line found once in the original and once in the sketch: it pins its match."""
     return len(merger.pos.get(key, ())) == 1 and merger.scount.get(key) == 1
+
+
+def _pinned_stretch(merger: Merger, j: int, step: int) -> int:
+    """How many of the sketch's code lines from j on, walking by ``step`` up to the next
+    marker (or the sketch's edge), are placed where they occur once in the original and
+    once in the sketch (at most 2). Such lines around a deletion with no marker between
+    them bound a stretch the sketch writes in full: every original line between their
+    places is one of its lines or deleted, whichever lines in between match which."""
+    sk = merger.sk
+    found = 0
+    while 0 <= j < merger.m and sk.kinds[j] == LineKind.CODE and found < 2:
+        if merger.sm[j] >= 0 and sk.keys[j] and _unique(merger, sk.keys[j]):
+            found += 1
+        j += step
+    return found
 
 
 def _anchored_run(merger: Merger, j: int, p: int, step: int, need: int = 1) -> bool:

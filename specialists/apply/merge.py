@@ -31,7 +31,7 @@ from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_copied_edges,
                                             check_insertion_reading, check_near_ties,
                                             check_unmatched_edges, check_weak_blocks,
-                                            cross_check)
+                                            cross_check, unmatched_edge)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
@@ -78,6 +78,28 @@ def _sketch_ends_file(merger: Merger, origin: list[int]) -> bool:
     return origin[-1] == merger.sm[last]  # -1 == -1 when the line is new
 
 
+def _edge_as_context(merger: Merger, edge: int,
+                     places: list[int]) -> tuple[Merger, list[str], list[int]]:
+    """A block's edge line next to a marker left new although the original has it, once,
+    between the anchors around the block: read the sketch again with that line pinned
+    there, as the context a writer puts next to a marker. That reading is kept when it
+    places every other edge line too and passes the same checks (the cross-check with the
+    global reading among them, later); otherwise the sketch reads two ways: abstain."""
+    if len(places) == 1:
+        other = merger.fork()
+        try:
+            out, origin = other.assemble(other.anchor(forced=(edge, places[0])))
+            check_weak_blocks(other)
+            check_unmatched_edges(other)
+        except Abstain:
+            pass
+        else:
+            if other.sm[edge] == places[0]:
+                return other, out, origin
+    raise Abstain("a block's edge line is in the original but the block was placed elsewhere",
+                  merger.sk.span(edge, edge))
+
+
 def merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
           weights: Weights = DEFAULT_WEIGHTS) -> Merge:
     """Merge ``sketch`` into ``original``; raises ``Abstain`` when it cannot do so safely."""
@@ -101,7 +123,9 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         if literal_out != out:
             merger, out, origin = literal, literal_out, literal_origin
     check_weak_blocks(merger)
-    check_unmatched_edges(merger)
+    edge = unmatched_edge(merger)
+    if edge is not None:
+        merger, out, origin = _edge_as_context(merger, *edge)
     check_insertion_reading(merger)
     check_copied_edges(merger)
     check_closed_up_context(merger)
@@ -109,7 +133,9 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS
             and len(sk.keys) * (len(olines.keys) + 1) <= _align.MAX_CELLS):
-        cross_check(out, olines, sk, language, options, merger)
+        other = cross_check(out, olines, sk, language, options, merger)
+        if other is not None:
+            out, origin = other
     final_newline = olines.final_newline
     if _sketch_ends_file(merger, origin):
         final_newline = slines.final_newline  # the sketch wrote the file's last line

@@ -20,7 +20,8 @@ from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
 __all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
-           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check"]
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check",
+           "unmatched_edge"]
 
 
 def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
@@ -246,20 +247,45 @@ def check_unmatched_edges(merger: Merger) -> None:
     """A block's edge line next to a marker is usually context. Left unmatched although the
     original has it between the anchors around the block, it says the block may belong
     where that line is: the placement chosen is one reading of two."""
+    found = unmatched_edge(merger)
+    if found is not None:
+        raise Abstain("a block's edge line is in the original but the block was "
+                      "placed elsewhere", merger.sk.span(found[0], found[0]))
+
+
+def unmatched_edge(merger: Merger) -> tuple[int, list[int]] | None:
+    """The first block edge line ``check_unmatched_edges`` objects to, with the places
+    between the anchors around its block where the original has it; ``None`` if none."""
     sk, sm = merger.sk, merger.sm
     before = -1
     for start, j in _code_blocks(merger):
         after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
         body = [i for i in range(start, j) if sk.keys[i]]
         if body and any(sm[i] >= 0 for i in body):
-            for edge in {body[0], body[-1]}:
+            for edge in sorted({body[0], body[-1]}):
                 key = sk.keys[edge]
                 if sm[edge] >= 0 or weak(key) or not sk.boundary[edge]:
                     continue
-                if any(before < p < after for p in merger.pos.get(key, ())):
-                    raise Abstain("a block's edge line is in the original but the block was "
-                                  "placed elsewhere", sk.span(edge, edge))
+                places = [p for p in merger.pos.get(key, ()) if before < p < after]
+                if places and not _copied_edge(merger, edge, 1 if edge == body[0] else -1,
+                                               start, j):
+                    return edge, places
         before = max([before] + [sm[i] for i in range(start, j)])
+    return None
+
+
+def _copied_edge(merger: Merger, edge: int, step: int, start: int, end: int) -> bool:
+    """The block's first (last) line is left new, and its next matched line inward is a
+    copy of it placed on the original's line, every line between new: the new code starts
+    and ends with the same line (a new test after one that ends alike). Matching the edge
+    line there instead, with the copy new, writes the same lines in the same order."""
+    sk, sm = merger.sk, merger.sm
+    j = edge + step
+    while start <= j < end:
+        if sm[j] >= 0:
+            return sk.keys[j] == sk.keys[edge]
+        j += step
+    return False
 
 
 # Perturbed weights for the near-tie check: each moves one trade-off (deleting vs matching,
@@ -284,23 +310,38 @@ def check_near_ties(out: list[str], first: Merger) -> None:
 
 
 def cross_check(out: list[str], olines: Lines, sk: SketchLines, language: str | None,
-                options: ApplyOptions, first: Merger | None = None) -> None:
+                options: ApplyOptions,
+                first: Merger | None = None) -> tuple[list[str], list[int]] | None:
     """Read the sketch a second, independent way (the global alignment of ``align``) and
     abstain when that reading gives another file. The two fail differently: the piecewise
     reading trusts its unique anchors and repairs gaps locally, the global one weighs every
     line of every block at once. Where both agree, a wrong merge needs both to be wrong in
     the same way; on the benchmark that cuts silent wrong answers by about a third for a
     small loss of exact merges (BENCHMARKS.md). An abstain of the global reading alone (two
-    optimal readings) does not overrule a piecewise merge that passed its own checks."""
+    optimal readings) does not overrule a piecewise merge that passed its own checks.
+
+    Readings that differ only in trailing whitespace on lines with code differ in which of the sketch's lines
+    they take as kept (whose trailing whitespace the sketch's copy may add to) and which as
+    new: both write the same code, and the one with less trailing whitespace is returned
+    (merged lines and their origins) when it is the global one; otherwise ``None``."""
     second = first.fork() if first is not None else Merger(olines, sk, language, options)
     try:
-        alt, _ = second.merge_dp()
+        alt, alt_origin = second.merge_dp()
     except Abstain:
-        return
+        return None
     if alt != out and not _more_blank_lines_only(out, alt, first):
+        if len(alt) == len(out) and all(a == b or (a.strip() and a.rstrip() == b.rstrip())
+                                        for a, b in zip(out, alt)):
+            return (alt, alt_origin) if _trailing(alt) < _trailing(out) else None
         at = next((i for i, (a, b) in enumerate(zip(out, alt)) if a != b), min(len(out), len(alt)))
         raise Abstain(f"two readings of the sketch give different files (from merged line "
                       f"{at + 1}); the sketch does not say which")
+    return None
+
+
+def _trailing(lines: list[str]) -> int:
+    """Trailing whitespace characters over all lines."""
+    return sum(len(line) - len(line.rstrip()) for line in lines)
 
 
 def _more_blank_lines_only(out: list[str], alt: list[str], first: Merger | None) -> bool:

@@ -93,13 +93,18 @@ class Merger:
         other.deleted_by_context = other.deleted_by_remove = 0
         return other
 
-    def anchor(self) -> list[tuple[int, int]]:
+    def anchor(self, forced: tuple[int, int] | None = None) -> list[tuple[int, int]]:
         """The piecewise reading's placement: the skeleton of unique lines (``anchoring``),
         then the gap search between each two anchors (``gap_search``); returns the fixed
-        (sketch line, original line) pairs, bracketed by (-1, -1) and (m, n)."""
+        (sketch line, original line) pairs, bracketed by (-1, -1) and (m, n). A ``forced``
+        pair joins the skeleton whatever the other anchors say."""
         sk = self.sk
         pairs = [(j, p, self.wt.boundary if sk.boundary[j] else 1.0)
                  for j, p in unique_pairs(self)]
+        if forced is not None:
+            pairs = [pair for pair in pairs if pair[0] != forced[0] and pair[1] != forced[1]]
+            pairs.append((*forced, sum(w for _, _, w in pairs) + 1.0))
+            pairs.sort()
         skeleton = heaviest_chain(pairs, self.n)
         check_dropped_anchors(self, pairs, skeleton)
         for j, p in skeleton:
