@@ -143,17 +143,21 @@ def _trimmed(edit: RecentEdit) -> tuple[str, str]:
     return old[p : len(old) - s], new[p : len(new) - s]
 
 
+def _region_end(file: str, cursor: int, lines: int) -> int:
+    """Where the editable region ends: after the cursor's line and ``lines - 1`` more."""
+    stop = cursor
+    for _ in range(lines):
+        nl = file.find("\n", stop)
+        if nl < 0:
+            return len(file)
+        stop = nl + 1
+    return stop
+
+
 def next_edit_candidates(file: str, cursor: int, edits: list[RecentEdit], *, region_lines: int = 3,
                          max_candidates: int = 2, min_old: int = 2) -> list[Candidate]:
     """Rewrites of the editable region right of the cursor that repeat a recent edit."""
-    stop = cursor
-    for _ in range(region_lines):
-        nl = file.find("\n", stop)
-        if nl < 0:
-            stop = len(file)
-            break
-        stop = nl + 1
-    region = file[cursor:stop]
+    region = file[cursor:_region_end(file, cursor, region_lines)]
     out: list[Candidate] = []
     seen: set[tuple[int, str]] = set()
     for edit in reversed(edits):  # the most recent first
@@ -243,13 +247,7 @@ def jump_candidates(file: str, cursor: int, edits: list[RecentEdit], *, region_l
     characters) or of the whole word it replaced (``rename``); below the cursor first, else
     the first from the top. The most recent edit first; one candidate per line."""
     lo = file.rfind("\n", 0, cursor) + 1
-    hi = cursor
-    for _ in range(region_lines):
-        nl = file.find("\n", hi)
-        if nl < 0:
-            hi = len(file)
-            break
-        hi = nl + 1
+    hi = _region_end(file, cursor, region_lines)
     out: list[Jump] = []
     seen: set[int] = set()
     for rank, edit in enumerate(reversed(edits[-max_edits:])):  # the most recent first
