@@ -59,7 +59,9 @@ class LiveArgs:
     canary_min_events: int = 200
     """Labelled events each arm (canary, deployed) needs in the canary's window."""
     canary_margin: float = 0.005
-    """Largest drop in live reward per request (canary − deployed) a promotion lets through."""
+    """A canary whose live reward per request is shown lower than the deployed version's by
+    more than this (the 95% interval of canary − deployed ends below ``-canary_margin``)
+    is rolled back; any other is promoted."""
 
 
 @dataclass
