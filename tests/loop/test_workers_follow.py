@@ -33,6 +33,19 @@ def _served(url: str) -> int:
     return int(r.json()["policy_version"])
 
 
+def _publish_next(checkpoint: Path, tmp_path: Path, data: Path, first: int) -> None:
+    """The loop's next version in the data directory's policy store: the same head, one
+    version on."""
+    from specialists.tab.loop.versions import PolicyStore, publish_policy
+    from specialists.tab.policy import TabPolicy
+
+    newer = TabPolicy.load(checkpoint)
+    newer.version = first + 1
+    newer.save(tmp_path / "next")
+    publish_policy(PolicyStore(data / "tab"), tmp_path / "next", first + 1,
+                   {"parent": first, "source": "test", "events_used": 0})
+
+
 def _wait_for(url: str, version: int, seconds: float = 10.0) -> int:
     deadline = time.monotonic() + seconds
     while (served := _served(url)) != version and time.monotonic() < deadline:
@@ -41,20 +54,12 @@ def _wait_for(url: str, version: int, seconds: float = 10.0) -> int:
 
 
 def test_a_deploy_to_one_worker_reaches_the_others(tiny_checkpoint: Path, tmp_path: Path) -> None:
-    from specialists.tab.loop.versions import PolicyStore, publish_policy
-    from specialists.tab.policy import TabPolicy
-
     data = tmp_path / "data"
     with running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as one, \
             running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as two:
         first = _served(one)
         assert _served(two) == first
-        # the loop's next version: the same head, one version on
-        newer = TabPolicy.load(tiny_checkpoint)
-        newer.version = first + 1
-        newer.save(tmp_path / "next")
-        publish_policy(PolicyStore(data / "tab"), tmp_path / "next", first + 1,
-                       {"parent": first, "source": "test", "events_used": 0})
+        _publish_next(tiny_checkpoint, tmp_path, data, first)
 
         r = httpx.post(f"{one}/v1/tab/deploy", json={"version": first + 1}, timeout=60)
         assert r.status_code == 200, r.text
@@ -70,18 +75,11 @@ def test_a_deploy_to_one_worker_reaches_the_others(tiny_checkpoint: Path, tmp_pa
 def test_without_following_a_worker_keeps_its_version(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """The single-process default does not poll (one process takes every deploy); two
     such apps on one data directory show why the workers must follow the pointer."""
-    from specialists.tab.loop.versions import PolicyStore, publish_policy
-    from specialists.tab.policy import TabPolicy
-
     data = tmp_path / "data"
     with running(create_app(_config(tiny_checkpoint, data))) as one, \
             running(create_app(_config(tiny_checkpoint, data))) as two:
         first = _served(one)
-        newer = TabPolicy.load(tiny_checkpoint)
-        newer.version = first + 1
-        newer.save(tmp_path / "next")
-        publish_policy(PolicyStore(data / "tab"), tmp_path / "next", first + 1,
-                       {"parent": first, "source": "test", "events_used": 0})
+        _publish_next(tiny_checkpoint, tmp_path, data, first)
         assert httpx.post(f"{one}/v1/tab/deploy", json={"version": first + 1},
                           timeout=60).status_code == 200
         time.sleep(1.0)
@@ -92,9 +90,6 @@ def test_workers_follow_a_canary_and_assign_each_session_alike(tiny_checkpoint: 
                                                                tmp_path: Path) -> None:
     """A canary started through one worker is served by the other too, and both put each
     editor session on the same version; an abort through the other ends it on both."""
-    from specialists.tab.loop.versions import PolicyStore, publish_policy
-    from specialists.tab.policy import TabPolicy
-
     data = tmp_path / "data"
     sessions = [f"editor-{i}" for i in range(24)]
 
@@ -105,11 +100,7 @@ def test_workers_follow_a_canary_and_assign_each_session_alike(tiny_checkpoint: 
     with running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as one, \
             running(create_app(_config(tiny_checkpoint, data), follow_tab_policy_s=0.2)) as two:
         first = _served(one)
-        newer = TabPolicy.load(tiny_checkpoint)
-        newer.version = first + 1
-        newer.save(tmp_path / "next")
-        publish_policy(PolicyStore(data / "tab"), tmp_path / "next", first + 1,
-                       {"parent": first, "source": "test", "events_used": 0})
+        _publish_next(tiny_checkpoint, tmp_path, data, first)
         r = httpx.post(f"{one}/v1/tab/canary", json={"version": first + 1, "share": 0.5},
                        timeout=60)
         assert r.status_code == 200, r.text
