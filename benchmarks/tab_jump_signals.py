@@ -21,23 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specialists.tab.context_copy import _find_word, _line_at, jump_candidates  # noqa: E402
+from specialists.tab.context_copy import _find_word, _line_at, jump_candidates, region_end  # noqa: E402
 from specialists.tab.data import load_split  # noqa: E402
 from specialists.tab.jump import JumpRule  # noqa: E402
 from specialists.tab.replay import TRIGGER_CHARS, Session, Suggestion, TabRequest  # noqa: E402
 
 IDENT = re.compile(r"[A-Za-z_]\w{2,}")
-
-
-def _below(file: str, cursor: int, lines: int) -> int:
-    """Offset after ``lines`` more newlines from ``cursor``."""
-    at = cursor
-    for _ in range(lines):
-        nl = file.find("\n", at)
-        if nl < 0:
-            return len(file)
-        at = nl + 1
-    return at
 
 
 def _first_ident(file: str, text: str, start: int) -> tuple[int, int] | None:
@@ -53,15 +42,15 @@ def _first_ident(file: str, text: str, start: int) -> tuple[int, int] | None:
 def signals(req: TabRequest) -> dict[str, tuple[int, int] | None]:
     """Each signal's guess (a region of the file) at a request, or None where it has none."""
     f, c = req.file, req.cursor
-    region_end = _below(f, c, 3)  # the editable region: rewrites' territory
+    edge = region_end(f, c, 3)  # the editable region's end: rewrites' territory
     out: dict[str, tuple[int, int] | None] = {}
     for n in (1, 3, 6, 12):
-        out[f"the {n} lines after the editable region"] = (region_end, _below(f, region_end, n))
+        out[f"the {n} lines after the editable region"] = (edge, region_end(f, edge, n))
     last = req.recent_edits[-1] if req.recent_edits else None
     out["next use of an identifier of the last edit's old text"] = (
-        _first_ident(f, last.old, region_end) if last else None)
+        _first_ident(f, last.old, edge) if last else None)
     out["next use of an identifier of the last edit's new text"] = (
-        _first_ident(f, last.new, region_end) if last else None)
+        _first_ident(f, last.new, edge) if last else None)
     jumps = jump_candidates(f, c, req.recent_edits)
     for kind in ("repeat", "rename"):
         j = next((j for j in jumps if j.kind == kind), None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from specialists.tab.replay import RecentEdit
 
-__all__ = ["Candidate", "copy_candidates", "next_edit_candidates", "Source", "Jump", "jump_candidates",
+__all__ = ["Candidate", "copy_candidates", "next_edit_candidates", "region_end", "Source", "Jump", "jump_candidates",
            "replaced_word"]
 
 
@@ -132,18 +132,24 @@ def copy_candidates(left: str, sources: list[Source], cursor: int, *, min_match:
     return ranked[:max_candidates]
 
 
-def _trimmed(edit: RecentEdit) -> tuple[str, str]:
-    old, new = edit.old, edit.new
+def _common_ends(old: str, new: str) -> tuple[int, int]:
+    """How many characters ``old`` and ``new`` share at the start, and then at the end."""
     p = 0
     while p < min(len(old), len(new)) and old[p] == new[p]:
         p += 1
     s = 0
     while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
         s += 1
+    return p, s
+
+
+def _trimmed(edit: RecentEdit) -> tuple[str, str]:
+    old, new = edit.old, edit.new
+    p, s = _common_ends(old, new)
     return old[p : len(old) - s], new[p : len(new) - s]
 
 
-def _region_end(file: str, cursor: int, lines: int) -> int:
+def region_end(file: str, cursor: int, lines: int) -> int:
     """Where the editable region ends: after the cursor's line and ``lines - 1`` more."""
     stop = cursor
     for _ in range(lines):
@@ -157,7 +163,7 @@ def _region_end(file: str, cursor: int, lines: int) -> int:
 def next_edit_candidates(file: str, cursor: int, edits: list[RecentEdit], *, region_lines: int = 3,
                          max_candidates: int = 2, min_old: int = 2) -> list[Candidate]:
     """Rewrites of the editable region right of the cursor that repeat a recent edit."""
-    region = file[cursor:_region_end(file, cursor, region_lines)]
+    region = file[cursor:region_end(file, cursor, region_lines)]
     out: list[Candidate] = []
     seen: set[tuple[int, str]] = set()
     for edit in reversed(edits):  # the most recent first
@@ -201,12 +207,7 @@ def replaced_word(old: str, new: str) -> str:
     """The whole word(s) of ``old`` that the edit ``old`` → ``new`` changed: the changed
     middle widened to word boundaries in ``old`` ("" when that is not a word, or when it
     survives in ``new`` — then nothing was replaced, only added to)."""
-    p = 0
-    while p < min(len(old), len(new)) and old[p] == new[p]:
-        p += 1
-    s = 0
-    while s < min(len(old), len(new)) - p and old[-1 - s] == new[-1 - s]:
-        s += 1
+    p, s = _common_ends(old, new)
     i, j = p, len(old) - s
     while i > 0 and _is_word(old[i - 1]):
         i -= 1
@@ -247,7 +248,7 @@ def jump_candidates(file: str, cursor: int, edits: list[RecentEdit], *, region_l
     characters) or of the whole word it replaced (``rename``); below the cursor first, else
     the first from the top. The most recent edit first; one candidate per line."""
     lo = file.rfind("\n", 0, cursor) + 1
-    hi = _region_end(file, cursor, region_lines)
+    hi = region_end(file, cursor, region_lines)
     out: list[Jump] = []
     seen: set[int] = set()
     for rank, edit in enumerate(reversed(edits[-max_edits:])):  # the most recent first
