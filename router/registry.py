@@ -184,7 +184,8 @@ def specialist_for(request: Request, kind: str) -> Specialist:
 def uses(kind: str) -> Callable[[Request], Awaitable[Specialist]]:
     """A FastAPI dependency giving the endpoint the registry's specialist of ``kind``;
     tests override it with ``app.dependency_overrides``."""
-    return _DEPENDENCIES.setdefault(kind, _dependency(kind))
+    found = _DEPENDENCIES.get(kind)  # the same function every time: overrides key on it
+    return found if found is not None else _DEPENDENCIES.setdefault(kind, _dependency(kind))
 
 
 def _dependency(kind: str) -> Callable[[Request], Awaitable[Specialist]]:
