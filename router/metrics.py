@@ -61,6 +61,16 @@ class EventMetrics:
             accept.add_metric([row["version"]], row["accept_rate"])
             reward.add_metric([row["version"]], row["reward_per_request"])
         yield from (show, accept, reward)
+        by_kind = ["kind", "by"]
+        kind_shown = GaugeMetricFamily("complement_tab_shown_by_kind",
+                                       "Suggestions shown that have their outcome, per kind and "
+                                       "chooser (policy or a rule)", labels=by_kind)
+        kind_accepted = GaugeMetricFamily("complement_tab_accepted_by_kind",
+                                          "Of those, accepted", labels=by_kind)
+        for row in self.events.kind_stats():
+            kind_shown.add_metric([row["kind"], row["by"]], row["shown"])
+            kind_accepted.add_metric([row["kind"], row["by"]], row["accepted"])
+        yield from (kind_shown, kind_accepted)
         yield GaugeMetricFamily("complement_tab_events_pending_feedback",
                                 "Shown suggestions waiting for feedback",
                                 value=self.events.pending())

@@ -56,9 +56,9 @@ async def dashboard(request: Request) -> dict[str, Any]:
 def dashboard_data(state: Any) -> dict[str, Any]:
     routes = _routes(state.metrics.registry)
     events = getattr(state, "events", None)
-    tab: dict[str, Any] = {"versions": [], "deploys": [], "pending_feedback": 0}
+    tab: dict[str, Any] = {"versions": [], "kinds": [], "deploys": [], "pending_feedback": 0}
     if events is not None:
-        tab = {"versions": events.version_stats(),
+        tab = {"versions": events.version_stats(), "kinds": events.kind_stats(),
                "deploys": events.deploy_log(20), "pending_feedback": events.pending()}
     registry = getattr(state, "registry", None)
     spec = registry.find("tab") if registry is not None else None

@@ -59,10 +59,7 @@ def _decider(opts: dict[str, Any]) -> tuple[Callable[[Any], Any], str]:
 
     def ask(req: Any) -> Any:
         res = spec.answer(req.to_json())
-        if res.abstained or not res.output:
-            return None
-        r = res.output["range"]
-        return Suggestion(r["start"], r["end"], res.output["text"])
+        return None if res.abstained else Suggestion.from_output(res.output)
 
     return ask, f"TabSpecialist policy version {spec.version}"
 

@@ -196,6 +196,12 @@ async function refreshDashboard() {
                        x.events, x.show_rate.toFixed(3), x.accept_rate.toFixed(3), x.reward_per_request.toFixed(4)])
       row.insertCell().textContent = val;
   }
+  const kinds = document.getElementById("tab-kinds");
+  kinds.innerHTML = "<tr><th>shown kind</th><th>chosen by</th><th>shown</th><th>accepted</th><th>characters accepted</th></tr>";
+  for (const x of d.tab.kinds || []) {
+    const row = kinds.insertRow();
+    for (const val of [x.kind, x.by, x.shown, x.accepted, x.chars_accepted]) row.insertCell().textContent = val;
+  }
   const evals = document.getElementById("evals-table");
   evals.innerHTML = "<tr><th>run</th><th>suite</th><th>route</th><th>tasks</th><th>exact</th><th>cost per task (USD)</th></tr>";
   for (const run of d.evals) {

@@ -48,6 +48,12 @@ class ActionRecord:
     suggestion: str | None = None
     latency_ms: float = 0.0
     created_at: float | None = None
+    kind: str | None = None
+    """What the user saw: ``completion``, ``next_edit`` or ``jump`` (None: nothing)."""
+    rule: str | None = None
+    """Set when a rule, not the policy's own choice, decided what the user saw: ``rewrite``
+    or ``jump`` in the policy's place, ``held`` (its insertion withheld, nothing shown).
+    The policy's action is then credited as showing nothing (:func:`credited`)."""
 
 
 @dataclass
@@ -69,6 +75,14 @@ class LabelledEvent:
     outcome: str | None
     """accepted | rejected | partial | expired; None when nothing was shown."""
     chars_accepted: int
+    kind: str | None = None
+    rule: str | None = None
+
+    @property
+    def credited(self) -> bool:
+        """Did the policy's own choice reach the user? Only then does its outcome count for
+        the action the policy took; else (nothing shown, or a rule decided) it showed nothing."""
+        return self.shown and self.rule is None
 
 
 def sqlite_url(data_dir: str | Path) -> str:
@@ -154,7 +168,8 @@ class EventStore:
                 "features": _features_text(rec.features), "action": rec.action,
                 "logprob": float(rec.logprob), "suggestion": rec.suggestion,
                 "shown": rec.shown, "latency_ms": float(rec.latency_ms),
-                "expires_at": now + self.feedback_timeout_s if rec.shown else None}
+                "expires_at": now + self.feedback_timeout_s if rec.shown else None,
+                "kind": rec.kind if rec.shown else None, "rule": rec.rule}
 
     def record_action(self, rec: ActionRecord) -> None:
         from sqlalchemy.exc import IntegrityError
@@ -280,7 +295,7 @@ class EventStore:
             rows = conn.execute(query).all()
         return [LabelledEvent(r.request_id, r.policy_version, r.action, r.logprob, r.shown,
                               json.loads(r.features), r.suggestion, r.outcome,
-                              int(r.chars_accepted or 0)) for r in rows]
+                              int(r.chars_accepted or 0), r.kind, r.rule) for r in rows]
 
     def version_of(self, request_id: str) -> str | None:
         """The policy version that answered ``request_id`` (``None``: no such request)."""
@@ -330,15 +345,18 @@ class EventStore:
     def version_stats(self, accept: float = 0.75, reject: float = -0.25,
                       none: float = 0.0, since: float | None = None) -> list[dict[str, Any]]:
         """Per policy version, over its labelled events (``since``: decided at or after that
-        time): show rate, accept rate, reward; oldest version first (numbered versions in
-        number order)."""
-        from sqlalchemy import case, func, select
+        time): show rate, accept rate, reward of the policy's own choices (what a rule showed
+        in their place counts as nothing shown, as the trainer counts it: see
+        :meth:`kind_stats` for everything the users saw); oldest version first (numbered
+        versions in number order)."""
+        from sqlalchemy import and_, case, func, select
 
         a, o = self.actions, self.outcomes
-        accepted = o.c.outcome.in_(("accepted", "partial"))
+        own = and_(a.c.shown.is_(True), a.c.rule.is_(None))
+        accepted = and_(own, o.c.outcome.in_(("accepted", "partial")))
         query = (select(a.c.policy_version,
                         func.count().label("n"),
-                        func.sum(case((a.c.shown.is_(True), 1), else_=0)).label("shown"),
+                        func.sum(case((own, 1), else_=0)).label("shown"),
                         func.sum(case((accepted, 1), else_=0)).label("accepted"))
                  .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
                  .where((a.c.shown.is_(False)) | (o.c.outcome.is_not(None)))
@@ -356,6 +374,30 @@ class EventStore:
                         "reward_per_request": reward / n})
         out.sort(key=lambda row: (0, int(row["version"]), "") if str(row["version"]).isdigit()
                  else (1, 0, str(row["version"])))
+        return out
+
+    def kind_stats(self, since: float | None = None) -> list[dict[str, Any]]:
+        """What the users saw, per kind (``completion``, ``next_edit``, ``jump``) and who
+        chose it (``policy`` or the rule's name), over shown suggestions that have their
+        outcome: shown, accepted (accepted or partial), characters accepted."""
+        from sqlalchemy import case, func, select
+
+        a, o = self.actions, self.outcomes
+        query = (select(a.c.kind, a.c.rule, func.count().label("shown"),
+                        func.sum(case((o.c.outcome.in_(("accepted", "partial")), 1), else_=0))
+                        .label("accepted"),
+                        func.sum(o.c.chars_accepted).label("chars"))
+                 .select_from(a.join(o, o.c.request_id == a.c.request_id))
+                 .where(a.c.shown.is_(True))
+                 .group_by(a.c.kind, a.c.rule))
+        if since is not None:
+            query = query.where(a.c.created_at >= since)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        out = [{"kind": r.kind or "completion", "by": r.rule or "policy", "shown": int(r.shown),
+                "accepted": int(r.accepted or 0), "chars_accepted": int(r.chars or 0)}
+               for r in rows]
+        out.sort(key=lambda row: (row["kind"], row["by"]))
         return out
 
     def deploy_log(self, limit: int = 50) -> list[dict[str, Any]]:

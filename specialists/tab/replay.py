@@ -85,6 +85,15 @@ class Suggestion:
     text: str
     jump: bool = False
 
+    @classmethod
+    def from_output(cls, output: dict[str, Any] | None) -> "Suggestion | None":
+        """The suggestion in a ``/v1/tab`` answer's ``suggestion`` (or a Tab result's
+        ``output``); None for none. A ``kind: jump`` answer moves the cursor, edits nothing."""
+        if not output:
+            return None
+        r = output["range"]
+        return cls(r["start"], r["end"], output["text"], jump=output.get("kind") == "jump")
+
     @property
     def kind(self) -> str:
         """``jump``, ``insert`` (a completion) or ``rewrite``."""

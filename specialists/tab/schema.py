@@ -26,7 +26,12 @@ actions = Table(
     Column("suggestion", Text),
     Column("shown", Boolean, nullable=False),
     Column("latency_ms", Float, nullable=False),
-    Column("expires_at", Float))
+    Column("expires_at", Float),
+    Column("kind", String(16)),
+    Column("rule", String(16)))
+"""``kind``: what the user saw (``completion``, ``next_edit``, ``jump``; NULL: nothing).
+``rule``: set when one of the specialist's rules, not the policy's own choice, decided it
+(``rewrite``, ``jump``, ``held``); the policy's action is then credited as showing nothing."""
 
 outcomes = Table(
     "outcomes", metadata,

@@ -140,15 +140,20 @@ class TabOptions(SpecialistOptions):
     jump_max_lines: int = Field(JUMP_MAX_LINES, ge=0)
     """Where the policy shows nothing, a jump to the next edit's line (kind ``jump``) when
     :class:`~specialists.tab.jump.JumpRule`'s gates hold and the target is at most this many
-    lines below (0: no jumps). Never with ``log_features``: the loop learns the policy's
-    own choices, and a jump's outcome would be credited to its "nothing"."""
+    lines below (0: no jumps). With ``log_features`` the logged row names the rule
+    (``rule: jump``): its outcome is counted for the jump, and the loop credits the
+    policy's own choice as showing nothing."""
     rewrite_fallback: bool = True
     """Where the policy shows nothing, a next-edit rewrite starting at the cursor
-    (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump. Off with
-    ``log_features``, as jumps are."""
-    hold_finished: bool = True
+    (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump (logged as
+    ``rule: rewrite``)."""
+    hold_finished: bool = False
     """Withhold the policy's insertion where the latest edit looks finished
-    (:func:`~specialists.tab.jump.held`); the fallbacks then decide. Off with ``log_features``."""
+    (:func:`~specialists.tab.jump.held`); the fallbacks then decide (logged as ``rule:
+    held`` when nothing is shown). Off by default: the replay it was tuned on asks only at
+    word boundaries and when a hunk is done, but a live editor asks on every keystroke and
+    sends each as an edit, so mid-word the latest edit "looks finished" too and the rule
+    would withhold the insertions of a person still typing (the LSP end-to-end test)."""
 
 
 class TabSpecialist(Specialist):
@@ -161,7 +166,7 @@ class TabSpecialist(Specialist):
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
                  prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
-                 rewrite_fallback: bool = True, hold_finished: bool = True) -> None:
+                 rewrite_fallback: bool = True, hold_finished: bool = False) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -181,9 +186,9 @@ class TabSpecialist(Specialist):
         self.workers = workers
         self.processes = processes
         self.prompt_anchor = prompt_anchor
-        self.jump_max_lines = 0 if log_features else jump_max_lines
-        self.rewrite_fallback = rewrite_fallback and not log_features
-        self.hold_finished = hold_finished and not log_features
+        self.jump_max_lines = jump_max_lines
+        self.rewrite_fallback = rewrite_fallback
+        self.hold_finished = hold_finished
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,

@@ -127,7 +127,7 @@ def test_schema_revision_persists_and_newer_is_refused(url: str) -> None:
     s.record_action(act("keep"))
     s.close()
     again = EventStore(url)
-    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0001"
+    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0002"
     with again.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'f00dface'"))
     again.close()
@@ -158,7 +158,7 @@ def test_a_store_written_by_the_old_code_is_adopted(tmp_path: Path) -> None:
     shutil.copy(LEGACY_FILE, tmp_path / "events.sqlite3")
     store = EventStore(sqlite_url(tmp_path))
     try:
-        assert store.schema_version == "0001"
+        assert store.schema_version == head()
         assert store.counts() == {"actions": 5, "outcomes": 2}
         labelled = {e.request_id: (e.outcome, e.chars_accepted) for e in store.labelled("3")}
         assert labelled == {"old-0": ("accepted", 5), "old-1": (None, 0),
@@ -170,7 +170,7 @@ def test_a_store_written_by_the_old_code_is_adopted(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "events.sqlite3") as db:
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert "schema_version" not in tables
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0001",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(head(),)]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
@@ -198,6 +198,11 @@ def test_the_old_code_path_upgrades_without_losing_rows(url: str) -> None:
         assert store.counts() == {"actions": 20, "outcomes": 1}
         assert store.record_feedback(Feedback("legacy-1", "rejected"))
         assert store.pending() == 18
+        # rows from before revision 0002 have no kind and no rule: the policy's own choice
+        old = {e.request_id: e for e in store.labelled("v1")}
+        assert old["legacy-0"].rule is None and old["legacy-0"].credited
+        assert store.kind_stats() == [{"kind": "completion", "by": "policy", "shown": 2,
+                                       "accepted": 1, "chars_accepted": 3}]
     finally:
         store.close()
     EventStore(url).close()  # and again: already at head, nothing to do

@@ -199,19 +199,56 @@ def make_client(tiny_checkpoint):
 
 
 def test_http_answer_for_a_jump(make_client) -> None:
-    req = request_after_first_rename()
-    body = {**req.to_json(), "file": "# header\n" + req.file, "cursor": req.cursor + 9}
-    body["recent_edits"] = [{"old": "total_size", "new": "size", "offset": req.recent_edits[0].offset + 9}]
+    body = jump_body()
     r = make_client().post("/v1/tab", json=body)
     assert r.status_code == 200, r.text
     s = r.json()["suggestion"]
     assert s is not None, r.json()
     assert s["kind"] == "jump" and s["text"] == "" and s["source"] in ("repeat", "rename")
     assert (s["range"]["start"], s["range"]["end"]) == line_of(body["file"], "x = total_size")
-    # off, and never while the loop logs the policy's own decisions
-    for options in ({"jump_max_lines": 0}, {"log_features": True}):
-        r = make_client(**options).post("/v1/tab", json=body)
-        assert r.json()["suggestion"] is None and r.json()["reason"] == "policy chose not to show"
+    r = make_client(jump_max_lines=0).post("/v1/tab", json=body)  # off
+    assert r.json()["suggestion"] is None and r.json()["reason"] == "policy chose not to show"
+
+
+def jump_body() -> dict:
+    req = request_after_first_rename()
+    body = {**req.to_json(), "file": "# header\n" + req.file, "cursor": req.cursor + 9}
+    body["recent_edits"] = [{"old": "total_size", "new": "size", "offset": req.recent_edits[0].offset + 9}]
+    return body
+
+
+def test_while_the_loop_logs_a_rule_answer_is_shown_and_credited_to_nobody(make_client, tmp_path) -> None:
+    """With ``log_features`` (the default config) jumps and fallback rewrites are shown too;
+    the logged row names the rule, its feedback is stored and counted for its kind, and the
+    trainer credits the policy's own choice ("nothing") with nothing's reward."""
+    from specialists.tab.events import EventStore, Feedback, sqlite_url
+    from specialists.tab.loop.trainer import reward_of
+    from specialists.tab.replay import RewardConfig
+
+    client = make_client(log_features=True)
+    store = client.app.state.events = EventStore(sqlite_url(tmp_path))
+    try:
+        jump = client.post("/v1/tab", json=jump_body()).json()
+        file = "a = old_name + 1\nb = old_name + 2\n"
+        rewrite = client.post("/v1/tab", json={
+            "file": file, "cursor": file.index("old_name"), "language": "python",
+            "recent_edits": [{"old": "old_name", "new": "new_name", "offset": 0}]}).json()
+        assert jump["suggestion"]["kind"] == "jump" and rewrite["suggestion"]["kind"] == "next_edit"
+        assert store.record_feedback(Feedback(jump["request_id"], "accepted"))
+        assert store.record_feedback(Feedback(rewrite["request_id"], "rejected"))
+        events = {e.request_id: e for e in store.labelled(str(jump["policy_version"]))}
+        j, w = events[jump["request_id"]], events[rewrite["request_id"]]
+        assert (j.kind, j.rule, j.shown, j.outcome, j.action) == ("jump", "jump", True, "accepted", "0")
+        assert (w.kind, w.rule, w.outcome) == ("next_edit", "rewrite", "rejected")
+        reward = RewardConfig()
+        assert not j.credited and reward_of(j, reward) == reward_of(w, reward) == reward.none
+        [stats] = store.version_stats()
+        assert stats["events"] == 2 and stats["show_rate"] == 0.0 and stats["reward_per_request"] == 0.0
+        assert store.kind_stats() == [
+            {"kind": "jump", "by": "jump", "shown": 1, "accepted": 1, "chars_accepted": 0},
+            {"kind": "next_edit", "by": "rewrite", "shown": 1, "accepted": 0, "chars_accepted": 0}]
+    finally:
+        store.close()
 
 
 # -- the rewrite fallback --------------------------------------------------------------------
@@ -263,3 +300,17 @@ def test_an_insertion_is_held_back_where_the_latest_edit_looks_finished() -> Non
     jump = with_jumps(lambda r, o: insert, JumpRule(), hold=True)(req, None)
     assert jump is not None and jump.kind == "jump"
     assert with_jumps(lambda r, o: insert, JumpRule(), hold=False)(req, None) is insert
+
+
+def test_a_held_insertion_is_logged_as_the_rules_doing() -> None:
+    """``hold_finished`` withholds the policy's insertion: the row keeps the policy's action
+    and names the rule, so the trainer credits that action with nothing's reward."""
+    from router.api.tab import action_record
+    from specialists.base import Result
+
+    meta = {"request_id": "r1", "policy_version": 7, "action": 3, "logprob": -0.2, "features": "{}"}
+    held_row = action_record(Result(output=None, abstained=True, meta={**meta, "held": True}))
+    assert (held_row.action, held_row.shown, held_row.kind, held_row.rule) == ("3", False, None, "held")
+    out = {"range": {"start": 0, "end": 0}, "text": "x", "kind": "completion", "source": "lm"}
+    own = action_record(Result(output=out, meta=meta))
+    assert (own.shown, own.kind, own.rule) == (True, "completion", None)

@@ -27,6 +27,8 @@ class SimStats:
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, list[int]] = field(default_factory=dict)
+    """Per kind shown (``insert``, ``rewrite``, ``jump``): [shown, accepted]."""
 
     def summary(self) -> dict[str, Any]:
         n = max(1, self.requests)
@@ -35,7 +37,8 @@ class SimStats:
                 "reward_per_request": round(self.reward / n, 4),
                 "chars_saved": self.chars_saved, "seconds": round(self.seconds, 2),
                 "requests_per_s": round(self.requests / max(self.seconds, 1e-9), 1),
-                "errors": len(self.errors), "versions": dict(self.versions)}
+                "errors": len(self.errors), "versions": dict(self.versions),
+                "kinds": {k: {"shown": v[0], "accepted": v[1]} for k, v in sorted(self.kinds.items())}}
 
 
 class _User:
@@ -65,7 +68,8 @@ class _User:
     def replay(self, pair: Any, budget: "_Budget") -> None:
         from specialists.tab.replay import Session, Suggestion
 
-        session = Session(pair, reward=self.reward)
+        # asks also when each hunk is done, as an editor does: where a jump can be accepted
+        session = Session(pair, reward=self.reward, ask_after_edit=True)
         seq = 0
         while (req := session.next_request()) is not None:
             if not budget.take():
@@ -80,8 +84,7 @@ class _User:
                     self.stats.errors.append(f"tab {r.status_code}: {r.text[:200]}")
                 continue
             answer = r.json()
-            raw = answer.get("suggestion")
-            sug = Suggestion(raw["range"]["start"], raw["range"]["end"], raw["text"]) if raw else None
+            sug = Suggestion.from_output(answer.get("suggestion"))
             out = session.respond(sug)
             with self.lock:
                 s = self.stats
@@ -90,6 +93,10 @@ class _User:
                 s.accepted += out.accepted
                 s.reward += out.reward
                 s.chars_saved += out.chars_saved
+                if out.shown and sug is not None:
+                    counts = s.kinds.setdefault(sug.kind, [0, 0])
+                    counts[0] += 1
+                    counts[1] += out.accepted
                 v = str(answer.get("policy_version"))
                 s.versions[v] = s.versions.get(v, 0) + 1
             if out.shown:

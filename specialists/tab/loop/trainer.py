@@ -44,7 +44,10 @@ class TrainReport:
 
 
 def reward_of(event: LabelledEvent, reward: Any) -> float:
-    if not event.shown:
+    """The reward of the policy's own choice: what a rule showed in its place (a jump, a
+    fallback rewrite) or withheld (``held``) is the environment's doing, so the policy's
+    action is credited as showing nothing (``LabelledEvent.credited``)."""
+    if not event.credited:
         return float(reward(False, False))
     accepted = event.outcome in ("accepted", "partial")
     return float(reward(True, accepted, event.chars_accepted))
@@ -138,7 +141,7 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
     stats = policy.ppo_update(samples + stale, ppo, versions={parent, *window})
     # A gate may have held back an earlier child of this parent: never reuse a number.
     policy.version = max(policy.version, max(store.versions(), default=0) + 1)
-    shown = [e for e in labelled if e.shown]
+    shown = [e for e in labelled if e.credited]  # the policy's own shows
     accepted = [e for e in shown if e.outcome in ("accepted", "partial")]
     rewards = [s.reward for s in samples]
     report = TrainReport(parent=parent, version=policy.version, events_used=len(samples),
