@@ -22,7 +22,7 @@ about 110 MB) bounds it; beyond that the caller keeps the piecewise reading alon
 
 from __future__ import annotations
 
-import difflib
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,15 +67,14 @@ class Alignment:
     cost: int
 
 
-def _first_nonblank_widths(okeys: list[str], owidths: list[int]) -> np.ndarray:
-    n = len(okeys)
-    out = np.full(n + 1, -1, dtype=np.int64)
-    nxt = -1
-    for p in range(n - 1, -1, -1):
-        if okeys[p]:
-            nxt = owidths[p]
-        out[p] = nxt
-    return out
+def _first_nonblank_widths(oblank: np.ndarray, ow: np.ndarray) -> np.ndarray:
+    """Each position's next non-blank line's width (itself when non-blank), -1 past the last."""
+    n = len(ow)
+    nxt = np.full(n + 1, n, dtype=np.int64)
+    nonblank = np.flatnonzero(~oblank)
+    nxt[nonblank] = nonblank
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    return np.append(ow, -1)[nxt]
 
 
 def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[int],
@@ -116,19 +115,22 @@ class _Problem:
             swidths, shift, removes, weak, costs)
         self.n = n = len(okeys)
         self.m = m = len(skeys)
-        self.ids: dict[str, int] = {}
-        self.oid = np.empty(n, dtype=np.int64)
-        for p, key in enumerate(okeys):
-            self.oid[p] = self.ids.setdefault(key, len(self.ids))
+        ids: dict[str, int] = {}
+        self.ids = ids
+        self.oid = np.fromiter((ids.setdefault(key, len(ids)) for key in okeys),
+                               dtype=np.int64, count=n)
         self.positions: dict[int, np.ndarray] = {}
         self.ow = np.asarray(owidths, dtype=np.int64)
         oblank = np.fromiter((not k for k in okeys), dtype=bool, count=n)
         dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
         self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
         np.cumsum(dcost, out=self.D[1:])
-        self.fnb = _first_nonblank_widths(okeys, owidths)
+        self.fnb = _first_nonblank_widths(oblank, self.ow)
         self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
-        self.by_head: dict[tuple[int, str], list[int]] | None = None
+        self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
+        self.joined: str | None = None
+        self.starts = _NONE
+        self.char_counts: dict[int, Counter[str]] = {}  # original line: its characters
         self.insert_costs: dict[int, np.ndarray | int] = {}
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
@@ -185,11 +187,13 @@ class _Problem:
         return self.costs.indent if (self.skeys[j]
                                      and self.owidths[p] != self.swidths[j] - self.shift) else 0
 
-    def match_pen(self, j: int, ps: np.ndarray) -> np.ndarray:
+    def match_pen(self, j: int, ps: np.ndarray) -> np.ndarray | None:
+        """The indentation penalty of matching sketch line j at each of ``ps``; ``None``
+        for none anywhere (a blank line)."""
         if not self.skeys[j]:
-            return np.zeros(len(ps), dtype=np.int64)
+            return None
         return np.where(self.ow[ps] != self.swidths[j] - self.shift,
-                        self.costs.indent, 0).astype(np.int64)
+                        self.costs.indent, 0).astype(np.int64, copy=False)
 
     def marker_pen(self, j: int) -> np.ndarray:
         if self.kinds[j] == IMPLICIT:
@@ -197,6 +201,36 @@ class _Problem:
         target = self.swidths[j] - self.shift
         fnb = self.fnb
         return np.where((fnb == -1) | (fnb == target), 0, self.costs.marker_indent).astype(np.int64)
+
+    def same_head(self, width: int, head: str) -> list[int]:
+        """Original lines at this indentation whose first word starts with ``head`` (the
+        first word cut to 12 characters): found by searching the joined keys (lines never
+        hold a newline) rather than by an index of every line's first word, since a sketch
+        asks for a few heads only."""
+        cached = self.by_head.get((width, head))
+        if cached is not None:
+            return cached
+        if self.joined is None:
+            self.joined = "\n" + "\n".join(self.okeys) + "\n"  # a newline before every line
+            lens = np.fromiter(map(len, self.okeys), dtype=np.int64, count=self.n)
+            self.starts = np.zeros(self.n, dtype=np.int64)
+            np.cumsum(lens[:-1] + 1, out=self.starts[1:])
+        # a head under 12 characters is the whole first word: whitespace (``isspace``, what
+        # ``split`` cuts at; the newline after the line too) follows it
+        joined, needle = self.joined, "\n" + head
+        whole_word = len(head) < 12
+        offsets = []
+        at = joined.find(needle)
+        while at >= 0:
+            if not whole_word or joined[at + len(needle)].isspace():
+                offsets.append(at)
+            at = joined.find(needle, at + 1)
+        found: list[int] = []
+        if offsets:
+            ps = np.searchsorted(self.starts, offsets)
+            found = ps[self.ow[ps] == width].tolist()
+        self.by_head[(width, head)] = found
+        return found
 
     def similar(self, j: int) -> np.ndarray:
         """Original lines a new sketch line may rewrite: same indentation, same first word,
@@ -206,22 +240,29 @@ class _Problem:
         key = self.skeys[j]
         if not key or key in self.ids or self.weak(key):
             return _NONE
-        if self.by_head is None:
-            self.by_head = {}
-            for p, okey in enumerate(self.okeys):
-                if okey:
-                    self.by_head.setdefault((self.owidths[p], okey.split(None, 1)[0][:12]),
-                                            []).append(p)
-        found = self.by_head.get((self.swidths[j] - self.shift, key.split(None, 1)[0][:12]))
+        found = self.same_head(self.swidths[j] - self.shift, key.split(None, 1)[0][:12])
         if not found:
             return _NONE
-        matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)
+        # difflib's real_quick_ratio and quick_ratio (a SequenceMatcher would also index
+        # the key for the full ratio, which is never asked): the same values, the same
+        # float arithmetic (2.0 * matches / length), counted with Counter in C
+        lb = len(key)
+        bget = Counter(key).get
+        counts = self.char_counts
         out = []
         for p in found[:64]:
-            matcher.set_seq1(self.okeys[p])
-            # quick_ratio (shared characters, any order) is enough among lines that already
-            # share their indentation and first word; difflib's full ratio costs 4x more
-            if matcher.real_quick_ratio() >= 0.7 and matcher.quick_ratio() >= 0.7:
+            okey = self.okeys[p]
+            length = len(okey) + lb
+            if 2.0 * min(len(okey), lb) / length < 0.7:
+                continue
+            acount = counts.get(p)
+            if acount is None:
+                acount = counts[p] = Counter(okey)
+            matches = 0
+            for ch, k in acount.items():
+                b = bget(ch, 0)
+                matches += k if k < b else b
+            if 2.0 * matches / length >= 0.7:
                 out.append(p)
         return np.asarray(out, dtype=np.int64)
 
@@ -243,20 +284,30 @@ class _Problem:
         found = self.match_positions(j)
         if self.weak(key) or not len(found):
             return costs.insert
-        mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
-                - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
-        return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
+        if len(found) > 8:
+            mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
+                    - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
+            return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
+        # a few copies: their windows written directly (the same costs as the sweep above)
+        out = np.full(n + 1, costs.insert, dtype=np.int64)
+        for p in found.tolist():
+            out[max(p - costs.near + 1, 0): min(p + costs.near + 1, n + 1)] = (
+                costs.insert + costs.duplicate)
+        return out
 
     # ---- forward pass -------------------------------------------------------------------
 
     def strict_deletions(self, H: np.ndarray) -> np.ndarray:
         """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
-        c = np.subtract(H, self.D)
+        return self._strict_deletions_of(H.copy())
+
+    def _strict_deletions_of(self, c: np.ndarray) -> np.ndarray:
+        """``strict_deletions`` of a temporary H, which it overwrites."""
+        np.subtract(c, self.D, out=c)
         np.minimum.accumulate(c, out=c)
         out = np.empty_like(c)
         out[0] = _INF
-        out[1:] = c[:-1]
-        out[1:] += self.D[1:]
+        np.add(c[:-1], self.D[1:], out=out[1:])
         return out
 
     def block_end(self, f: _Row, j: int) -> np.ndarray:
@@ -307,21 +358,28 @@ class _Problem:
     def _code_row(self, j: int, f: _Row) -> _Row:
         F0, F1, FI = f
         costs, inf_row = self.costs, self.inf_row
-        start = np.minimum(F0, F1) + costs.insert_open
+        # (temporaries are updated in place; arrays kept in rows and rows_h never are)
+        start = np.minimum(F0, F1)
+        start += costs.insert_open
         if j == 1 and self.kinds[0] == IMPLICIT:
             # Lines kept before the first code line (a first marker left out) end where the
             # sketch's first line matches; a new first line starts the file.
             first = int(start[0])
             start = inf_row.copy()
             start[0] = first
-        AI = np.minimum(start, FI) + self.insert_cost(j)
+        AI = np.minimum(start, FI, out=start)
+        AI += self.insert_cost(j)
         A0 = inf_row.copy()
         A1 = inf_row.copy()
         ps = self.match_positions(j)
         if len(ps):
             pen = self.match_pen(j, ps)
-            A0[ps + 1] = F0[ps] + pen
-            A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
+            if pen is None:
+                A0[ps + 1] = F0[ps]
+                A1[ps + 1] = np.minimum(F1[ps], FI[ps])
+            else:
+                A0[ps + 1] = F0[ps] + pen
+                A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
         M1 = A1  # matches only (a left-out last marker needs one)
         subs = self.similar(j)
         if len(subs):
@@ -329,8 +387,11 @@ class _Problem:
             any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
             np.minimum.at(A1, subs + 1, any_state + costs.substitute)
         self.rows_h.append((A0, A1, AI, M1))
-        anyway = np.minimum(np.minimum(A0, A1), AI)
-        return A0, np.minimum(A1, self.strict_deletions(anyway) + costs.delete_open), AI
+        anyway = np.minimum(A0, A1)
+        np.minimum(anyway, AI, out=anyway)
+        deleted = self._strict_deletions_of(anyway)
+        deleted += costs.delete_open
+        return A0, np.minimum(A1, deleted, out=deleted), AI
 
     def _remove_row(self, j: int, f: _Row) -> _Row:
         either = np.minimum(np.minimum(f[0], f[1]), f[2])

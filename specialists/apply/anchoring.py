@@ -24,7 +24,7 @@ __all__ = ["check_dropped_anchors", "estimate_shift", "extend", "faithful_indent
 
 def weak(key: str) -> bool:
     """Lines too common to anchor on alone: braces, ``else:``, ``return``..."""
-    return len(key) <= 4 or not any(ch.isalnum() for ch in key)
+    return len(key) <= 4 or not any(map(str.isalnum, key))
 
 
 def unique_pairs(merger: Merger) -> list[tuple[int, int]]:
