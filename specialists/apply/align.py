@@ -115,13 +115,13 @@ class _Problem:
             swidths, shift, removes, weak, costs)
         self.n = n = len(okeys)
         self.m = m = len(skeys)
-        ids: dict[str, int] = {}
-        self.ids = ids
-        self.oid = np.fromiter((ids.setdefault(key, len(ids)) for key in okeys),
-                               dtype=np.int64, count=n)
+        # each distinct key's id, in order of first occurrence
+        self.ids = ids = {key: i for i, key in enumerate(dict.fromkeys(okeys))}
+        self.oid = np.fromiter(map(ids.__getitem__, okeys), dtype=np.int64, count=n)
         self.positions: dict[int, np.ndarray] = {}
         self.ow = np.asarray(owidths, dtype=np.int64)
-        oblank = np.fromiter((not k for k in okeys), dtype=bool, count=n)
+        self.lens = np.fromiter(map(len, okeys), dtype=np.int64, count=n)
+        oblank = self.lens == 0
         dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
         self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
         np.cumsum(dcost, out=self.D[1:])
@@ -212,9 +212,8 @@ class _Problem:
             return cached
         if self.joined is None:
             self.joined = "\n" + "\n".join(self.okeys) + "\n"  # a newline before every line
-            lens = np.fromiter(map(len, self.okeys), dtype=np.int64, count=self.n)
             self.starts = np.zeros(self.n, dtype=np.int64)
-            np.cumsum(lens[:-1] + 1, out=self.starts[1:])
+            np.cumsum(self.lens[:-1] + 1, out=self.starts[1:])
         # a head under 12 characters is the whole first word: whitespace (``isspace``, what
         # ``split`` cuts at; the newline after the line too) follows it
         joined, needle = self.joined, "\n" + head

@@ -14,9 +14,12 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import string
 import warnings
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from specialists.apply.languages import definition_name
 from specialists.apply.result import Abstain, ApplyOptions
@@ -37,7 +40,8 @@ _GRAMMARS = {
 _PLACEHOLDER = re.compile(
     r"(\.\.\.|…)\s*(existing|rest of|remains?|unchanged|keep|same|omitted|previous)", re.I
 )
-_TOP_LEVEL_START = re.compile(r"[A-Za-z_@$/\"'#\[]")
+# what a kept top-level line starts with (a statement, a decorator, a string, a comment)
+_TOP_LEVEL_FIRST = frozenset(string.ascii_letters + "_@$/\"'#[")
 
 
 @lru_cache(maxsize=None)
@@ -125,8 +129,8 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
     if language != "python":
         return
     names = set()
-    for k, line in enumerate(out):
-        if origin[k] < 0:
+    for line, o in zip(out, origin):
+        if o < 0:
             found = definition_name(line.strip(), language)
             if found is not None:
                 names.add(found[1])
@@ -169,15 +173,16 @@ def check_deletions(deleted_by_context: int, original_keys: list[str],
 
 
 def _top_level(line: str) -> bool:
-    return bool(line) and _TOP_LEVEL_START.match(line) is not None
+    return line[:1] in _TOP_LEVEL_FIRST
 
 
 def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[int, int]]:
     """Merged-line ranges around every edit, widened to kept top-level lines."""
-    changed = [k for k, o in enumerate(origin) if o < 0]
-    for k in range(1, len(origin)):
-        if origin[k] >= 0 and origin[k - 1] >= 0 and origin[k] != origin[k - 1] + 1:
-            changed.append(k)  # lines were deleted here
+    o = np.asarray(origin, dtype=np.int64)
+    kept = o >= 0
+    changed = np.flatnonzero(~kept).tolist()
+    # lines were deleted here
+    changed += (np.flatnonzero(kept[1:] & kept[:-1] & (o[1:] != o[:-1] + 1)) + 1).tolist()
     if len(origin) and origin[0] > 0:
         changed.append(0)
     if len(origin) and 0 <= origin[-1] < n_original - 1:

@@ -91,6 +91,7 @@ _DEF_PATTERNS: dict[str, re.Pattern[str]] = {
         r"^(?:export\s+)?(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function|\(|[A-Za-z_$][\w$]*\s*=>)"
     ),
 }
+_ONE_PATTERN = {"python", "go", "rust"}
 _NOT_METHOD_NAMES = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
 
 
@@ -121,6 +122,9 @@ def definition_name(stripped_line: str, language: str | None) -> tuple[str, str]
 
 def definitions_of(keys: Iterable[str], language: str | None) -> set[tuple[str, str]]:
     """``(kind, name)`` of every definition these (stripped) lines open."""
+    if language in _ONE_PATTERN:  # ``definition_name`` is one pattern's two groups there
+        match = _DEF_PATTERNS[language].match  # type: ignore[index]
+        return {(m[1], m[2]) for m in filter(None, map(match, filter(None, keys)))}
     found = (definition_name(key, language) for key in keys if key)
     return {d for d in found if d is not None}
 
