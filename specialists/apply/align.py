@@ -118,13 +118,19 @@ class _Problem:
         # each distinct key's id, in order of first occurrence
         self.ids = ids = {key: i for i, key in enumerate(dict.fromkeys(okeys))}
         self.oid = np.fromiter(map(ids.__getitem__, okeys), dtype=np.int64, count=n)
-        self.positions: dict[int, np.ndarray] = {}
         self.ow = np.asarray(owidths, dtype=np.int64)
+        # the positions of each id, ascending, as slices of one array: by[at[i]:at[i + 1]]
+        self.by = np.argsort(self.oid, kind="stable")
+        self.by1 = self.by + 1
+        self.by_w = self.ow[self.by]
+        self.at = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.oid, minlength=len(ids)), out=self.at[1:])
         self.lens = np.fromiter(map(len, okeys), dtype=np.int64, count=n)
         oblank = self.lens == 0
         dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
         self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
         np.cumsum(dcost, out=self.D[1:])
+        self.D_open = self.D[1:] + costs.delete_open  # a run of deletions opened after H
         self.fnb = _first_nonblank_widths(oblank, self.ow)
         self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
         self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
@@ -144,6 +150,8 @@ class _Problem:
                 self.has_block[j] and kinds[j] == LineKind.REMOVE)
         self.rows: list[_Row] = []  # (F0, F1, FI) before each item, and after the last
         self.rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
+        # each marker's block_end and that plus its marker_pen (two of a row's four slots)
+        self.marker_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.total = 0
 
     def _edges(self) -> None:
@@ -177,23 +185,12 @@ class _Problem:
         i = self.ids.get(self.skeys[j])
         if i is None:
             return _NONE
-        found = self.positions.get(i)
-        if found is None:
-            found = self.positions[i] = np.flatnonzero(self.oid == i)
-        return found
+        return self.by[self.at[i]:self.at[i + 1]]
 
     def indent_pen(self, j: int, p: int) -> int:
         """A matched line whose indentation disagrees with the sketch's (after the shift)."""
         return self.costs.indent if (self.skeys[j]
                                      and self.owidths[p] != self.swidths[j] - self.shift) else 0
-
-    def match_pen(self, j: int, ps: np.ndarray) -> np.ndarray | None:
-        """The indentation penalty of matching sketch line j at each of ``ps``; ``None``
-        for none anywhere (a blank line)."""
-        if not self.skeys[j]:
-            return None
-        return np.where(self.ow[ps] != self.swidths[j] - self.shift,
-                        self.costs.indent, 0).astype(np.int64, copy=False)
 
     def marker_pen(self, j: int) -> np.ndarray:
         if self.kinds[j] == IMPLICIT:
@@ -300,13 +297,18 @@ class _Problem:
         """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
         return self._strict_deletions_of(H.copy())
 
-    def _strict_deletions_of(self, c: np.ndarray) -> np.ndarray:
-        """``strict_deletions`` of a temporary H, which it overwrites."""
+    def _strict_deletions_of(self, c: np.ndarray, opened: bool = False) -> np.ndarray:
+        """``strict_deletions`` of a temporary H, which it overwrites; ``opened``: plus
+        ``delete_open`` (the run of deletions opened after H) on every value."""
         np.subtract(c, self.D, out=c)
         np.minimum.accumulate(c, out=c)
         out = np.empty_like(c)
-        out[0] = _INF
-        np.add(c[:-1], self.D[1:], out=out[1:])
+        if opened:
+            out[0] = _INF + self.costs.delete_open
+            np.add(c[:-1], self.D_open, out=out[1:])
+        else:
+            out[0] = _INF
+            np.add(c[:-1], self.D[1:], out=out[1:])
         return out
 
     def block_end(self, f: _Row, j: int) -> np.ndarray:
@@ -315,6 +317,13 @@ class _Problem:
         if not self.has_block[j]:
             return np.minimum(f0, changed)
         return np.minimum(changed, f0 + self.costs.unchanged)
+
+    def block_end_at(self, f: _Row, j: int, p: int) -> int:
+        """``block_end(f, j)[p]``, for one position."""
+        f0, changed = int(f[0][p]), min(int(f[1][p]), int(f[2][p]))
+        if not self.has_block[j]:
+            return min(f0, changed)
+        return min(changed, f0 + self.costs.unchanged)
 
     def closes_block(self, j: int) -> bool:
         """Item j is a marker right after code or a remove comment: the lines between them
@@ -350,7 +359,7 @@ class _Problem:
             else:
                 f = self._marker_row(j, f)
         self.rows.append(f)
-        self.total = int(self.block_end(f, self.m)[n])
+        self.total = self.block_end_at(f, self.m, n)
         if self.total >= _INF // 2:
             raise ValueError("no alignment")
 
@@ -370,15 +379,18 @@ class _Problem:
         AI += self.insert_cost(j)
         A0 = inf_row.copy()
         A1 = inf_row.copy()
-        ps = self.match_positions(j)
-        if len(ps):
-            pen = self.match_pen(j, ps)
-            if pen is None:
-                A0[ps + 1] = F0[ps]
-                A1[ps + 1] = np.minimum(F1[ps], FI[ps])
-            else:
-                A0[ps + 1] = F0[ps] + pen
-                A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
+        i = self.ids.get(self.skeys[j])
+        if i is not None:
+            lo, hi = self.at[i], self.at[i + 1]
+            ps = self.by[lo:hi]
+            a0 = F0[ps]
+            a1 = np.minimum(F1[ps], FI[ps])
+            if self.skeys[j]:  # the indentation penalty (match_pen)
+                pen = (self.by_w[lo:hi] != self.swidths[j] - self.shift) * costs.indent
+                a0 += pen
+                a1 += pen
+            A0[self.by1[lo:hi]] = a0
+            A1[self.by1[lo:hi]] = a1
         M1 = A1  # matches only (a left-out last marker needs one)
         subs = self.similar(j)
         if len(subs):
@@ -388,8 +400,7 @@ class _Problem:
         self.rows_h.append((A0, A1, AI, M1))
         anyway = np.minimum(A0, A1)
         np.minimum(anyway, AI, out=anyway)
-        deleted = self._strict_deletions_of(anyway)
-        deleted += costs.delete_open
+        deleted = self._strict_deletions_of(anyway, opened=True)
         return A0, np.minimum(A1, deleted, out=deleted), AI
 
     def _remove_row(self, j: int, f: _Row) -> _Row:
@@ -409,17 +420,20 @@ class _Problem:
         A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
         ends = np.minimum(M1, A0 + self.costs.unchanged)
         G = self.inf_row.copy()
-        G[n] = min(int(self.block_end(f, j)[n]), int(ends[:n].min()) if n else int(_INF))
+        G[n] = min(self.block_end_at(f, j, n), int(ends[:n].min()) if n else int(_INF))
         return G, self.inf_row, self.inf_row
 
     def _marker_row(self, j: int, f: _Row) -> _Row:
         self.rows_h.append(None)
         E = self.block_end(f, j)
+        if self.kinds[j] == IMPLICIT and j == 0 and self.no_first_run:
+            self.marker_rows[j] = (E, E)
+            return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
+        Emp = E + self.marker_pen(j)
+        self.marker_rows[j] = (E, Emp)  # for the trace-back
         if self.kinds[j] == IMPLICIT:
-            if j == 0 and self.no_first_run:
-                return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
-            return np.minimum.accumulate(E + self.marker_pen(j)), self.inf_row, self.inf_row
-        C = np.minimum.accumulate(E + self.marker_pen(j))
+            return np.minimum.accumulate(Emp), self.inf_row, self.inf_row
+        C = np.minimum.accumulate(Emp)
         F0 = np.minimum(np.concatenate(([_INF], C[:-1])), E + self.costs.marker_empty)
         return F0, self.inf_row, self.inf_row
 
@@ -449,7 +463,7 @@ class _Problem:
         sm = [-1] * m
         spans: dict[int, tuple[int, int]] = {}
         f_end = self.rows[m]
-        if int(np.minimum(f_end[1], f_end[2])[n]) == self.total:
+        if min(int(f_end[1][n]), int(f_end[2][n])) == self.total:
             st = self.state_of(f_end, n, self.total, (1, 2))
         else:
             st = 0
@@ -479,9 +493,9 @@ class _Problem:
             q, hs = p, 2
         else:
             cands = [(int(q), 1) for q in np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
-            anyway = np.minimum(np.minimum(A0, A1), AI)
+            anyway = np.minimum(np.minimum(A0[:p], A1[:p]), AI[:p])
             cands += [(int(q), 3) for q in
-                      np.flatnonzero(anyway[:p] - D[:p] == target - D[p] - costs.delete_open)]
+                      np.flatnonzero(anyway - D[:p] == target - D[p] - costs.delete_open)]
             q = self.pick([c[0] for c in cands], late)
             hs = 1 if (q, 1) in cands else 3
         if hs == 3:  # deletions after any of the three
@@ -511,9 +525,9 @@ class _Problem:
                             spans: dict[int, tuple[int, int]]) -> tuple[int, int, int]:
         f, n = self.rows[j], self.n
         A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
-        if int(self.block_end(f, j)[n]) == target:
+        if self.block_end_at(f, j, n) == target:
             spans[j] = (n, n)
-            st = self.state_of(f, n, target, (1, 2)) if int(np.minimum(f[1], f[2])[n]) == target else 0
+            st = self.state_of(f, n, target, (1, 2)) if min(int(f[1][n]), int(f[2][n])) == target else 0
             return p, st, j - 1
         ends = np.minimum(M1, A0 + self.costs.unchanged)
         s = self.pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
@@ -528,22 +542,20 @@ class _Problem:
     def _trace_marker(self, j: int, p: int, target: int, late: bool,
                       spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
         f, kind = self.rows[j], self.kinds[j]
-        E = self.block_end(f, j)
+        E, C = self.marker_rows[j]  # C: E + marker_pen(j)
         if kind == IMPLICIT and j == 0 and self.no_first_run:
             if p > 0:  # the first line is new, and lines before it would go: say so
                 raise ValueError("a sketch that starts with new code would delete the lines "
                                  "before its first match")
             spans[j] = (0, 0)
             return p, 0
-        mp = self.marker_pen(j)
-        C = E + mp
         upto = p + 1 if kind == IMPLICIT else p
         found = [int(x) for x in np.flatnonzero(C[:upto] == target)]
         if kind != IMPLICIT and int(E[p]) + self.costs.marker_empty == target:
             found.append(p)  # the marker keeps nothing
         s = self.pick(found, late)
         spans[j] = (s, p)
-        value = int(C[s]) - int(mp[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
-        if int(np.minimum(f[1], f[2])[s]) == value:
+        value = int(E[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
+        if min(int(f[1][s]), int(f[2][s])) == value:
             return s, self.state_of(f, s, value, (1, 2))
         return s, 0
