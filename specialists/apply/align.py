@@ -116,7 +116,7 @@ class _Problem:
         self.n = n = len(okeys)
         self.m = m = len(skeys)
         # each distinct key's id, in order of first occurrence
-        self.ids = ids = {key: i for i, key in enumerate(dict.fromkeys(okeys))}
+        self.ids = ids = dict(zip(dict.fromkeys(okeys), range(n)))
         self.oid = np.fromiter(map(ids.__getitem__, okeys), dtype=np.int64, count=n)
         self.ow = np.asarray(owidths, dtype=np.int64)
         # the positions of each id, ascending, as slices of one array: by[at[i]:at[i + 1]]

@@ -23,7 +23,7 @@ import numpy as np
 
 from specialists.apply.languages import definition_name
 from specialists.apply.result import Abstain, ApplyOptions
-from specialists.apply.text import indent_width
+from specialists.apply.text import indent_width, indent_widths
 
 __all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
            "check_redefinitions", "has_parse_error", "parser_for"]
@@ -139,14 +139,16 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
     seen: dict[tuple[tuple[str, ...], str, str, int], list[int]] = {}
     parents: list[tuple[int, str]] = []  # (width, stripped line) of the open blocks
     previous = ""
-    for k, line in enumerate(out):
-        key = line.strip()
+    widths = indent_widths(out)
+    only = next(iter(names)) if len(names) == 1 else None
+    for k, key in enumerate(map(str.strip, out)):
         if not key:
             continue
-        width = indent_width(line)
+        width = widths[k]
         while parents and parents[-1][0] >= width:
             parents.pop()
-        found = definition_name(key, language) if any(name in key for name in names) else None
+        named = only in key if only is not None else any(name in key for name in names)
+        found = definition_name(key, language) if named else None
         if found is not None and found[1] in names and not previous.startswith("@"):
             scope = tuple(text for _, text in parents)  # the whole path of enclosing blocks
             seen.setdefault((scope, found[0], found[1], width), []).append(k)

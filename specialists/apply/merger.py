@@ -47,12 +47,11 @@ class Merger:
         self.m = len(sk.keys)
         pos: dict[str, list[int]] = {}
         for i, key in enumerate(self.ok):
-            if key:
-                bucket = pos.get(key)
-                if bucket is None:
-                    pos[key] = [i]
-                else:
-                    bucket.append(i)
+            if key in pos:
+                pos[key].append(i)
+            else:
+                pos[key] = [i]
+        pos.pop("", None)  # blank lines: ``blanks``
         self.pos = pos
         self.blanks = [i for i, key in enumerate(self.ok) if not key]
         self.owidth = indent_widths(olines.raw)
