@@ -22,7 +22,7 @@ about 110 MB) bounds it; beyond that the caller keeps the piecewise reading alon
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import _count_elements  # type: ignore[attr-defined]
 from dataclasses import dataclass
 from typing import Callable
 
@@ -136,7 +136,7 @@ class _Problem:
         self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
         self.joined: str | None = None
         self.starts = _NONE
-        self.char_counts: dict[int, Counter[str]] = {}  # original line: its characters
+        self.char_counts: dict[int, dict[str, int]] = {}  # original line: its characters
         self.insert_costs: dict[int, np.ndarray | int] = {}
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
@@ -243,7 +243,9 @@ class _Problem:
         # the key for the full ratio, which is never asked): the same values, the same
         # float arithmetic (2.0 * matches / length), counted with Counter in C
         lb = len(key)
-        bget = Counter(key).get
+        bcount: dict[str, int] = {}
+        _count_elements(bcount, key)  # Counter's own C loop, without Counter's checks
+        bget = bcount.get
         counts = self.char_counts
         out = []
         for p in found[:64]:
@@ -253,7 +255,8 @@ class _Problem:
                 continue
             acount = counts.get(p)
             if acount is None:
-                acount = counts[p] = Counter(okey)
+                acount = counts[p] = {}
+                _count_elements(acount, okey)
             matches = 0
             for ch, k in acount.items():
                 b = bget(ch, 0)
