@@ -174,10 +174,6 @@ def check_deletions(deleted_by_context: int, original_keys: list[str],
         )
 
 
-def _top_level(line: str) -> bool:
-    return line[:1] in _TOP_LEVEL_FIRST
-
-
 def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[int, int]]:
     """Merged-line ranges around every edit, widened to kept top-level lines."""
     o = np.asarray(origin, dtype=np.int64)
@@ -193,14 +189,15 @@ def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[i
         return []
     changed.sort()
     windows: list[tuple[int, int]] = []
+    first = _TOP_LEVEL_FIRST  # a kept line starting with one is top-level
     for k in changed:
         if windows and k < windows[-1][1]:
             continue
         start = k
-        while start > 0 and not (origin[start] >= 0 and _top_level(out[start])):
+        while start > 0 and not (origin[start] >= 0 and out[start][:1] in first):
             start -= 1
         end = k + 1
-        while end < len(out) and not (origin[end] >= 0 and _top_level(out[end])):
+        while end < len(out) and not (origin[end] >= 0 and out[end][:1] in first):
             end += 1
         if windows and start <= windows[-1][1]:
             windows[-1] = (windows[-1][0], end)
