@@ -281,7 +281,7 @@ class _Problem:
         if not key:
             return costs.insert_blank
         found = self.match_positions(j)
-        if self.weak(key) or not len(found):
+        if not len(found) or self.weak(key):
             return costs.insert
         if len(found) > 8:
             mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
@@ -380,29 +380,33 @@ class _Problem:
             start[0] = first
         AI = np.minimum(start, FI, out=start)
         AI += self.insert_cost(j)
-        A0 = inf_row.copy()
-        A1 = inf_row.copy()
+        # M1 (the fourth of rows_h): matches only (a left-out last marker needs one)
         i = self.ids.get(self.skeys[j])
-        if i is not None:
+        if i is not None:  # the original has the line (no rewrite: ``similar`` is empty)
+            A0 = inf_row.copy()
+            A1 = inf_row.copy()
             lo, hi = self.at[i], self.at[i + 1]
             ps = self.by[lo:hi]
             a0 = F0[ps]
             a1 = np.minimum(F1[ps], FI[ps])
-            if self.skeys[j]:  # the indentation penalty (match_pen)
+            if self.skeys[j]:  # the indentation penalty
                 pen = (self.by_w[lo:hi] != self.swidths[j] - self.shift) * costs.indent
                 a0 += pen
                 a1 += pen
             A0[self.by1[lo:hi]] = a0
             A1[self.by1[lo:hi]] = a1
-        M1 = A1  # matches only (a left-out last marker needs one)
-        subs = self.similar(j)
-        if len(subs):
-            M1 = A1.copy()
-            any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
-            np.minimum.at(A1, subs + 1, any_state + costs.substitute)
-        self.rows_h.append((A0, A1, AI, M1))
-        anyway = np.minimum(A0, A1)
-        np.minimum(anyway, AI, out=anyway)
+            self.rows_h.append((A0, A1, AI, A1))
+            anyway = np.minimum(A0, A1)
+            np.minimum(anyway, AI, out=anyway)
+        else:  # no match: A0 and M1 are all infinite (the shared row, never written)
+            A0 = A1 = inf_row
+            subs = self.similar(j)
+            if len(subs):
+                A1 = inf_row.copy()
+                any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
+                np.minimum.at(A1, subs + 1, any_state + costs.substitute)
+            self.rows_h.append((A0, A1, AI, inf_row))
+            anyway = np.minimum(A1, AI)  # (A1 holds nothing above infinity: min(A0, A1) is A1)
         deleted = self._strict_deletions_of(anyway, opened=True)
         return A0, np.minimum(A1, deleted, out=deleted), AI
 
