@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import repeat
-from operator import sub
+from operator import add, mul, sub
 
 __all__ = ["Lines", "indent_of", "indent_width", "indent_widths", "reindent", "split_lines"]
 
@@ -67,9 +67,9 @@ def indent_widths(lines: list[str]) -> list[int]:
     """``indent_width`` of every line, without a Python call per line where no line is
     indented with tabs."""
     widths = list(map(sub, map(len, lines), map(len, map(str.lstrip, lines, repeat(" \t")))))
-    if "\t" in "".join(lines) and any(
-            "\t" in line[:width] for line, width in zip(lines, widths) if width):
-        widths = [indent_width(line) for line in lines]
+    if "\t" in "".join(lines):  # each tab in the indentation counts TAB_WIDTH columns
+        tabs = map(str.count, lines, repeat("\t"), repeat(0), widths)
+        widths = list(map(add, widths, map(mul, tabs, repeat(TAB_WIDTH - 1))))
     return widths
 
 
