@@ -164,7 +164,7 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
 
 def check_deletions(deleted_by_context: int, original_keys: list[str],
                     options: ApplyOptions) -> None:
-    nonblank = sum(1 for key in original_keys if key)
+    nonblank = sum(map(bool, original_keys))
     if deleted_by_context > options.min_delete_lines and (
         deleted_by_context > options.max_delete_share * nonblank
     ):

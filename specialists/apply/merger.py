@@ -174,7 +174,7 @@ class Merger:
     def fixed(self) -> list[tuple[int, int]]:
         """The matched (sketch line, original line) pairs, between (-1, -1) and (m, n)."""
         out = [(-1, -1)]
-        out.extend((j, p) for j, p in enumerate(self.sm) if p >= 0)
+        out += [(j, p) for j, p in enumerate(self.sm) if p >= 0]
         out.append((self.m, self.n))
         return out
 
