@@ -260,7 +260,7 @@ class _Problem:
             matches = 0
             for ch, k in acount.items():
                 b = bget(ch, 0)
-                matches += k if k < b else b
+                matches += k if k < b else b  # noqa: FURB136 - no call per character
             if 2.0 * matches / length >= 0.7:
                 out.append(p)
         return np.asarray(out, dtype=np.int64)
@@ -499,10 +499,11 @@ class _Problem:
         elif st == 2:
             q, hs = p, 2
         else:
-            cands = [(int(q), 1) for q in np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
+            ends = (A1[: p + 1] - D[: p + 1] == target - D[p]).nonzero()[0].tolist()
+            cands = [(q, 1) for q in ends]
             anyway = np.minimum(np.minimum(A0[:p], A1[:p]), AI[:p])
-            cands += [(int(q), 3) for q in
-                      np.flatnonzero(anyway - D[:p] == target - D[p] - costs.delete_open)]
+            cands += [(q, 3) for q in
+                      (anyway - D[:p] == target - D[p] - costs.delete_open).nonzero()[0].tolist()]
             q = self.pick([c[0] for c in cands], late)
             hs = 1 if (q, 1) in cands else 3
         if hs == 3:  # deletions after any of the three
@@ -534,10 +535,11 @@ class _Problem:
         A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
         if self.block_end_at(f, j, n) == target:
             spans[j] = (n, n)
-            st = self.state_of(f, n, target, (1, 2)) if min(int(f[1][n]), int(f[2][n])) == target else 0
+            changed = min(int(f[1][n]), int(f[2][n]))
+            st = self.state_of(f, n, target, (1, 2)) if changed == target else 0
             return p, st, j - 1
         ends = np.minimum(M1, A0 + self.costs.unchanged)
-        s = self.pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
+        s = self.pick((ends[:n] == target).nonzero()[0].tolist(), late)
         spans[j] = (s, n)
         sm[j - 1] = s - 1  # the last code line, matched right before the kept lines
         if int(M1[s]) == target:
@@ -557,7 +559,7 @@ class _Problem:
             spans[j] = (0, 0)
             return p, 0
         upto = p + 1 if kind == IMPLICIT else p
-        found = [int(x) for x in np.flatnonzero(C[:upto] == target)]
+        found = (C[:upto] == target).nonzero()[0].tolist()
         if kind != IMPLICIT and int(E[p]) + self.costs.marker_empty == target:
             found.append(p)  # the marker keeps nothing
         s = self.pick(found, late)
