@@ -22,7 +22,7 @@ about 110 MB) bounds it; beyond that the caller keeps the piecewise reading alon
 
 from __future__ import annotations
 
-import difflib
+from collections import _count_elements  # type: ignore[attr-defined]
 from dataclasses import dataclass
 from typing import Callable
 
@@ -67,15 +67,14 @@ class Alignment:
     cost: int
 
 
-def _first_nonblank_widths(okeys: list[str], owidths: list[int]) -> np.ndarray:
-    n = len(okeys)
-    out = np.full(n + 1, -1, dtype=np.int64)
-    nxt = -1
-    for p in range(n - 1, -1, -1):
-        if okeys[p]:
-            nxt = owidths[p]
-        out[p] = nxt
-    return out
+def _first_nonblank_widths(oblank: np.ndarray, ow: np.ndarray) -> np.ndarray:
+    """Each position's next non-blank line's width (itself when non-blank), -1 past the last."""
+    n = len(ow)
+    nxt = np.full(n + 1, n, dtype=np.int64)
+    nonblank = np.flatnonzero(~oblank)
+    nxt[nonblank] = nonblank
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    return np.append(ow, -1)[nxt]
 
 
 def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[int],
@@ -116,19 +115,28 @@ class _Problem:
             swidths, shift, removes, weak, costs)
         self.n = n = len(okeys)
         self.m = m = len(skeys)
-        self.ids: dict[str, int] = {}
-        self.oid = np.empty(n, dtype=np.int64)
-        for p, key in enumerate(okeys):
-            self.oid[p] = self.ids.setdefault(key, len(self.ids))
-        self.positions: dict[int, np.ndarray] = {}
+        # each distinct key's id, in order of first occurrence
+        self.ids = ids = dict(zip(dict.fromkeys(okeys), range(n)))
+        self.oid = np.fromiter(map(ids.__getitem__, okeys), dtype=np.int64, count=n)
         self.ow = np.asarray(owidths, dtype=np.int64)
-        oblank = np.fromiter((not k for k in okeys), dtype=bool, count=n)
+        # the positions of each id, ascending, as slices of one array: by[at[i]:at[i + 1]]
+        self.by = np.argsort(self.oid, kind="stable")
+        self.by1 = self.by + 1
+        self.by_w = self.ow[self.by]
+        self.at = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.oid, minlength=len(ids)), out=self.at[1:])
+        self.lens = np.fromiter(map(len, okeys), dtype=np.int64, count=n)
+        oblank = self.lens == 0
         dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
         self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
         np.cumsum(dcost, out=self.D[1:])
-        self.fnb = _first_nonblank_widths(okeys, owidths)
+        self.D_open = self.D[1:] + costs.delete_open  # a run of deletions opened after H
+        self.fnb = _first_nonblank_widths(oblank, self.ow)
         self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
-        self.by_head: dict[tuple[int, str], list[int]] | None = None
+        self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
+        self.joined: str | None = None
+        self.starts = _NONE
+        self.char_counts: dict[int, dict[str, int]] = {}  # original line: its characters
         self.insert_costs: dict[int, np.ndarray | int] = {}
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
@@ -142,6 +150,8 @@ class _Problem:
                 self.has_block[j] and kinds[j] == LineKind.REMOVE)
         self.rows: list[_Row] = []  # (F0, F1, FI) before each item, and after the last
         self.rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
+        # each marker's block_end and that plus its marker_pen (two of a row's four slots)
+        self.marker_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.total = 0
 
     def _edges(self) -> None:
@@ -175,21 +185,12 @@ class _Problem:
         i = self.ids.get(self.skeys[j])
         if i is None:
             return _NONE
-        found = self.positions.get(i)
-        if found is None:
-            found = self.positions[i] = np.flatnonzero(self.oid == i)
-        return found
+        return self.by[self.at[i]:self.at[i + 1]]
 
     def indent_pen(self, j: int, p: int) -> int:
         """A matched line whose indentation disagrees with the sketch's (after the shift)."""
         return self.costs.indent if (self.skeys[j]
                                      and self.owidths[p] != self.swidths[j] - self.shift) else 0
-
-    def match_pen(self, j: int, ps: np.ndarray) -> np.ndarray:
-        if not self.skeys[j]:
-            return np.zeros(len(ps), dtype=np.int64)
-        return np.where(self.ow[ps] != self.swidths[j] - self.shift,
-                        self.costs.indent, 0).astype(np.int64)
 
     def marker_pen(self, j: int) -> np.ndarray:
         if self.kinds[j] == IMPLICIT:
@@ -197,6 +198,35 @@ class _Problem:
         target = self.swidths[j] - self.shift
         fnb = self.fnb
         return np.where((fnb == -1) | (fnb == target), 0, self.costs.marker_indent).astype(np.int64)
+
+    def same_head(self, width: int, head: str) -> list[int]:
+        """Original lines at this indentation whose first word starts with ``head`` (the
+        first word cut to 12 characters): found by searching the joined keys (lines never
+        hold a newline) rather than by an index of every line's first word, since a sketch
+        asks for a few heads only."""
+        cached = self.by_head.get((width, head))
+        if cached is not None:
+            return cached
+        if self.joined is None:
+            self.joined = "\n" + "\n".join(self.okeys) + "\n"  # a newline before every line
+            self.starts = np.zeros(self.n, dtype=np.int64)
+            np.cumsum(self.lens[:-1] + 1, out=self.starts[1:])
+        # a head under 12 characters is the whole first word: whitespace (``isspace``, what
+        # ``split`` cuts at; the newline after the line too) follows it
+        joined, needle = self.joined, "\n" + head
+        whole_word = len(head) < 12
+        offsets = []
+        at = joined.find(needle)
+        while at >= 0:
+            if not whole_word or joined[at + len(needle)].isspace():
+                offsets.append(at)
+            at = joined.find(needle, at + 1)
+        found: list[int] = []
+        if offsets:
+            ps = np.searchsorted(self.starts, offsets)
+            found = ps[self.ow[ps] == width].tolist()
+        self.by_head[(width, head)] = found
+        return found
 
     def similar(self, j: int) -> np.ndarray:
         """Original lines a new sketch line may rewrite: same indentation, same first word,
@@ -206,22 +236,32 @@ class _Problem:
         key = self.skeys[j]
         if not key or key in self.ids or self.weak(key):
             return _NONE
-        if self.by_head is None:
-            self.by_head = {}
-            for p, okey in enumerate(self.okeys):
-                if okey:
-                    self.by_head.setdefault((self.owidths[p], okey.split(None, 1)[0][:12]),
-                                            []).append(p)
-        found = self.by_head.get((self.swidths[j] - self.shift, key.split(None, 1)[0][:12]))
+        found = self.same_head(self.swidths[j] - self.shift, key.split(None, 1)[0][:12])
         if not found:
             return _NONE
-        matcher = difflib.SequenceMatcher(None, "", key, autojunk=False)
+        # difflib's real_quick_ratio and quick_ratio (a SequenceMatcher would also index
+        # the key for the full ratio, which is never asked): the same values, the same
+        # float arithmetic (2.0 * matches / length), counted with Counter in C
+        lb = len(key)
+        bcount: dict[str, int] = {}
+        _count_elements(bcount, key)  # Counter's own C loop, without Counter's checks
+        bget = bcount.get
+        counts = self.char_counts
         out = []
         for p in found[:64]:
-            matcher.set_seq1(self.okeys[p])
-            # quick_ratio (shared characters, any order) is enough among lines that already
-            # share their indentation and first word; difflib's full ratio costs 4x more
-            if matcher.real_quick_ratio() >= 0.7 and matcher.quick_ratio() >= 0.7:
+            okey = self.okeys[p]
+            length = len(okey) + lb
+            if 2.0 * min(len(okey), lb) / length < 0.7:
+                continue
+            acount = counts.get(p)
+            if acount is None:
+                acount = counts[p] = {}
+                _count_elements(acount, okey)
+            matches = 0
+            for ch, k in acount.items():
+                b = bget(ch, 0)
+                matches += k if k < b else b  # noqa: FURB136 - no call per character
+            if 2.0 * matches / length >= 0.7:
                 out.append(p)
         return np.asarray(out, dtype=np.int64)
 
@@ -241,22 +281,37 @@ class _Problem:
         if not key:
             return costs.insert_blank
         found = self.match_positions(j)
-        if self.weak(key) or not len(found):
+        if not len(found) or self.weak(key):
             return costs.insert
-        mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
-                - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
-        return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
+        if len(found) > 8:
+            mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
+                    - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
+            return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
+        # a few copies: their windows written directly (the same costs as the sweep above)
+        out = np.full(n + 1, costs.insert, dtype=np.int64)
+        for p in found.tolist():
+            out[max(p - costs.near + 1, 0): min(p + costs.near + 1, n + 1)] = (
+                costs.insert + costs.duplicate)
+        return out
 
     # ---- forward pass -------------------------------------------------------------------
 
     def strict_deletions(self, H: np.ndarray) -> np.ndarray:
         """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
-        c = np.subtract(H, self.D)
+        return self._strict_deletions_of(H.copy())
+
+    def _strict_deletions_of(self, c: np.ndarray, opened: bool = False) -> np.ndarray:
+        """``strict_deletions`` of a temporary H, which it overwrites; ``opened``: plus
+        ``delete_open`` (the run of deletions opened after H) on every value."""
+        np.subtract(c, self.D, out=c)
         np.minimum.accumulate(c, out=c)
         out = np.empty_like(c)
-        out[0] = _INF
-        out[1:] = c[:-1]
-        out[1:] += self.D[1:]
+        if opened:
+            out[0] = _INF + self.costs.delete_open
+            np.add(c[:-1], self.D_open, out=out[1:])
+        else:
+            out[0] = _INF
+            np.add(c[:-1], self.D[1:], out=out[1:])
         return out
 
     def block_end(self, f: _Row, j: int) -> np.ndarray:
@@ -265,6 +320,13 @@ class _Problem:
         if not self.has_block[j]:
             return np.minimum(f0, changed)
         return np.minimum(changed, f0 + self.costs.unchanged)
+
+    def block_end_at(self, f: _Row, j: int, p: int) -> int:
+        """``block_end(f, j)[p]``, for one position."""
+        f0, changed = int(f[0][p]), min(int(f[1][p]), int(f[2][p]))
+        if not self.has_block[j]:
+            return min(f0, changed)
+        return min(changed, f0 + self.costs.unchanged)
 
     def closes_block(self, j: int) -> bool:
         """Item j is a marker right after code or a remove comment: the lines between them
@@ -300,37 +362,53 @@ class _Problem:
             else:
                 f = self._marker_row(j, f)
         self.rows.append(f)
-        self.total = int(self.block_end(f, self.m)[n])
+        self.total = self.block_end_at(f, self.m, n)
         if self.total >= _INF // 2:
             raise ValueError("no alignment")
 
     def _code_row(self, j: int, f: _Row) -> _Row:
         F0, F1, FI = f
         costs, inf_row = self.costs, self.inf_row
-        start = np.minimum(F0, F1) + costs.insert_open
+        # (temporaries are updated in place; arrays kept in rows and rows_h never are)
+        start = np.minimum(F0, F1)
+        start += costs.insert_open
         if j == 1 and self.kinds[0] == IMPLICIT:
             # Lines kept before the first code line (a first marker left out) end where the
             # sketch's first line matches; a new first line starts the file.
             first = int(start[0])
             start = inf_row.copy()
             start[0] = first
-        AI = np.minimum(start, FI) + self.insert_cost(j)
-        A0 = inf_row.copy()
-        A1 = inf_row.copy()
-        ps = self.match_positions(j)
-        if len(ps):
-            pen = self.match_pen(j, ps)
-            A0[ps + 1] = F0[ps] + pen
-            A1[ps + 1] = np.minimum(F1[ps], FI[ps]) + pen
-        M1 = A1  # matches only (a left-out last marker needs one)
-        subs = self.similar(j)
-        if len(subs):
-            M1 = A1.copy()
-            any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
-            np.minimum.at(A1, subs + 1, any_state + costs.substitute)
-        self.rows_h.append((A0, A1, AI, M1))
-        anyway = np.minimum(np.minimum(A0, A1), AI)
-        return A0, np.minimum(A1, self.strict_deletions(anyway) + costs.delete_open), AI
+        AI = np.minimum(start, FI, out=start)
+        AI += self.insert_cost(j)
+        # M1 (the fourth of rows_h): matches only (a left-out last marker needs one)
+        i = self.ids.get(self.skeys[j])
+        if i is not None:  # the original has the line (no rewrite: ``similar`` is empty)
+            A0 = inf_row.copy()
+            A1 = inf_row.copy()
+            lo, hi = self.at[i], self.at[i + 1]
+            ps = self.by[lo:hi]
+            a0 = F0[ps]
+            a1 = np.minimum(F1[ps], FI[ps])
+            if self.skeys[j]:  # the indentation penalty
+                pen = (self.by_w[lo:hi] != self.swidths[j] - self.shift) * costs.indent
+                a0 += pen
+                a1 += pen
+            A0[self.by1[lo:hi]] = a0
+            A1[self.by1[lo:hi]] = a1
+            self.rows_h.append((A0, A1, AI, A1))
+            anyway = np.minimum(A0, A1)
+            np.minimum(anyway, AI, out=anyway)
+        else:  # no match: A0 and M1 are all infinite (the shared row, never written)
+            A0 = A1 = inf_row
+            subs = self.similar(j)
+            if len(subs):
+                A1 = inf_row.copy()
+                any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
+                np.minimum.at(A1, subs + 1, any_state + costs.substitute)
+            self.rows_h.append((A0, A1, AI, inf_row))
+            anyway = np.minimum(A1, AI)  # (A1 holds nothing above infinity: min(A0, A1) is A1)
+        deleted = self._strict_deletions_of(anyway, opened=True)
+        return A0, np.minimum(A1, deleted, out=deleted), AI
 
     def _remove_row(self, j: int, f: _Row) -> _Row:
         either = np.minimum(np.minimum(f[0], f[1]), f[2])
@@ -349,17 +427,20 @@ class _Problem:
         A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
         ends = np.minimum(M1, A0 + self.costs.unchanged)
         G = self.inf_row.copy()
-        G[n] = min(int(self.block_end(f, j)[n]), int(ends[:n].min()) if n else int(_INF))
+        G[n] = min(self.block_end_at(f, j, n), int(ends[:n].min()) if n else int(_INF))
         return G, self.inf_row, self.inf_row
 
     def _marker_row(self, j: int, f: _Row) -> _Row:
         self.rows_h.append(None)
         E = self.block_end(f, j)
+        if self.kinds[j] == IMPLICIT and j == 0 and self.no_first_run:
+            self.marker_rows[j] = (E, E)
+            return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
+        Emp = E + self.marker_pen(j)
+        self.marker_rows[j] = (E, Emp)  # for the trace-back
         if self.kinds[j] == IMPLICIT:
-            if j == 0 and self.no_first_run:
-                return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
-            return np.minimum.accumulate(E + self.marker_pen(j)), self.inf_row, self.inf_row
-        C = np.minimum.accumulate(E + self.marker_pen(j))
+            return np.minimum.accumulate(Emp), self.inf_row, self.inf_row
+        C = np.minimum.accumulate(Emp)
         F0 = np.minimum(np.concatenate(([_INF], C[:-1])), E + self.costs.marker_empty)
         return F0, self.inf_row, self.inf_row
 
@@ -389,7 +470,7 @@ class _Problem:
         sm = [-1] * m
         spans: dict[int, tuple[int, int]] = {}
         f_end = self.rows[m]
-        if int(np.minimum(f_end[1], f_end[2])[n]) == self.total:
+        if min(int(f_end[1][n]), int(f_end[2][n])) == self.total:
             st = self.state_of(f_end, n, self.total, (1, 2))
         else:
             st = 0
@@ -418,10 +499,11 @@ class _Problem:
         elif st == 2:
             q, hs = p, 2
         else:
-            cands = [(int(q), 1) for q in np.flatnonzero(A1[: p + 1] - D[: p + 1] == target - D[p])]
-            anyway = np.minimum(np.minimum(A0, A1), AI)
-            cands += [(int(q), 3) for q in
-                      np.flatnonzero(anyway[:p] - D[:p] == target - D[p] - costs.delete_open)]
+            ends = (A1[: p + 1] - D[: p + 1] == target - D[p]).nonzero()[0].tolist()
+            cands = [(q, 1) for q in ends]
+            anyway = np.minimum(np.minimum(A0[:p], A1[:p]), AI[:p])
+            cands += [(q, 3) for q in
+                      (anyway - D[:p] == target - D[p] - costs.delete_open).nonzero()[0].tolist()]
             q = self.pick([c[0] for c in cands], late)
             hs = 1 if (q, 1) in cands else 3
         if hs == 3:  # deletions after any of the three
@@ -451,12 +533,13 @@ class _Problem:
                             spans: dict[int, tuple[int, int]]) -> tuple[int, int, int]:
         f, n = self.rows[j], self.n
         A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
-        if int(self.block_end(f, j)[n]) == target:
+        if self.block_end_at(f, j, n) == target:
             spans[j] = (n, n)
-            st = self.state_of(f, n, target, (1, 2)) if int(np.minimum(f[1], f[2])[n]) == target else 0
+            changed = min(int(f[1][n]), int(f[2][n]))
+            st = self.state_of(f, n, target, (1, 2)) if changed == target else 0
             return p, st, j - 1
         ends = np.minimum(M1, A0 + self.costs.unchanged)
-        s = self.pick([int(x) for x in np.flatnonzero(ends[:n] == target)], late)
+        s = self.pick((ends[:n] == target).nonzero()[0].tolist(), late)
         spans[j] = (s, n)
         sm[j - 1] = s - 1  # the last code line, matched right before the kept lines
         if int(M1[s]) == target:
@@ -468,22 +551,20 @@ class _Problem:
     def _trace_marker(self, j: int, p: int, target: int, late: bool,
                       spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
         f, kind = self.rows[j], self.kinds[j]
-        E = self.block_end(f, j)
+        E, C = self.marker_rows[j]  # C: E + marker_pen(j)
         if kind == IMPLICIT and j == 0 and self.no_first_run:
             if p > 0:  # the first line is new, and lines before it would go: say so
                 raise ValueError("a sketch that starts with new code would delete the lines "
                                  "before its first match")
             spans[j] = (0, 0)
             return p, 0
-        mp = self.marker_pen(j)
-        C = E + mp
         upto = p + 1 if kind == IMPLICIT else p
-        found = [int(x) for x in np.flatnonzero(C[:upto] == target)]
+        found = (C[:upto] == target).nonzero()[0].tolist()
         if kind != IMPLICIT and int(E[p]) + self.costs.marker_empty == target:
             found.append(p)  # the marker keeps nothing
         s = self.pick(found, late)
         spans[j] = (s, p)
-        value = int(C[s]) - int(mp[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
-        if int(np.minimum(f[1], f[2])[s]) == value:
+        value = int(E[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
+        if min(int(f[1][s]), int(f[2][s])) == value:
             return s, self.state_of(f, s, value, (1, 2))
         return s, 0

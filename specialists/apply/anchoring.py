@@ -24,7 +24,7 @@ __all__ = ["check_dropped_anchors", "estimate_shift", "extend", "faithful_indent
 
 def weak(key: str) -> bool:
     """Lines too common to anchor on alone: braces, ``else:``, ``return``..."""
-    return len(key) <= 4 or not any(ch.isalnum() for ch in key)
+    return len(key) <= 4 or not any(map(str.isalnum, key))
 
 
 def unique_pairs(merger: Merger) -> list[tuple[int, int]]:
@@ -122,23 +122,30 @@ def extend(merger: Merger) -> None:
 
 def _grow(merger: Merger, j: int, p: int, step: int, stop_j: int, stop_p: int,
           used: set[int]) -> None:
-    sk, ok, sm = merger.sk, merger.ok, merger.sm
-
-    def same(jj: int, pp: int) -> bool:
-        return (jj != stop_j and pp != stop_p and 0 <= jj < merger.m and 0 <= pp < merger.n
-                and sm[jj] < 0 and sk.kinds[jj] == LineKind.CODE and pp not in used
-                and sk.keys[jj] == ok[pp])
-
+    ok, sm, m, n = merger.ok, merger.sm, merger.m, merger.n
+    kinds, keys = merger.sk.kinds, merger.sk.keys
+    code = LineKind.CODE
+    # (jj, pp) "same": jj != stop_j and pp != stop_p, both in range, sketch line jj unmatched
+    # code, original line pp unused, equal keys
     while True:
         run = 0
-        while same(j + step * (run + 1), p + step * (run + 1)) and not ok[p + step * (run + 1)]:
+        while True:
+            jj, pp = j + step * (run + 1), p + step * (run + 1)
+            if not (jj != stop_j and pp != stop_p and 0 <= jj < m and 0 <= pp < n
+                    and sm[jj] < 0 and kinds[jj] == code and pp not in used
+                    and keys[jj] == ok[pp]) or ok[pp]:
+                break
             run += 1
         nxt = run + 1
         edge = j + step * nxt
-        if run and (edge < 0 or edge >= merger.m or sk.kinds[edge] != LineKind.CODE):
+        if run and (edge < 0 or edge >= m or kinds[edge] != code):
             nxt = run  # blank lines that end the block: the original's blank lines there
-        elif not same(j + step * nxt, p + step * nxt):
-            return
+        else:
+            jj, pp = j + step * nxt, p + step * nxt
+            if not (jj != stop_j and pp != stop_p and 0 <= jj < m and 0 <= pp < n
+                    and sm[jj] < 0 and kinds[jj] == code and pp not in used
+                    and keys[jj] == ok[pp]):
+                return
         for t in range(1, nxt + 1):
             sm[j + step * t] = p + step * t
             used.add(p + step * t)

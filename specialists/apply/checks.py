@@ -14,13 +14,16 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import string
 import warnings
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from specialists.apply.languages import definition_name
 from specialists.apply.result import Abstain, ApplyOptions
-from specialists.apply.text import indent_width
+from specialists.apply.text import indent_width, indent_widths
 
 __all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
            "check_redefinitions", "has_parse_error", "parser_for"]
@@ -37,7 +40,8 @@ _GRAMMARS = {
 _PLACEHOLDER = re.compile(
     r"(\.\.\.|…)\s*(existing|rest of|remains?|unchanged|keep|same|omitted|previous)", re.I
 )
-_TOP_LEVEL_START = re.compile(r"[A-Za-z_@$/\"'#\[]")
+# what a kept top-level line starts with (a statement, a decorator, a string, a comment)
+_TOP_LEVEL_FIRST = frozenset(string.ascii_letters + "_@$/\"'#[")
 
 
 @lru_cache(maxsize=None)
@@ -125,8 +129,8 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
     if language != "python":
         return
     names = set()
-    for k, line in enumerate(out):
-        if origin[k] < 0:
+    for line, o in zip(out, origin):
+        if o < 0:
             found = definition_name(line.strip(), language)
             if found is not None:
                 names.add(found[1])
@@ -135,14 +139,16 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
     seen: dict[tuple[tuple[str, ...], str, str, int], list[int]] = {}
     parents: list[tuple[int, str]] = []  # (width, stripped line) of the open blocks
     previous = ""
-    for k, line in enumerate(out):
-        key = line.strip()
+    widths = indent_widths(out)
+    only = next(iter(names)) if len(names) == 1 else None
+    for k, key in enumerate(map(str.strip, out)):
         if not key:
             continue
-        width = indent_width(line)
+        width = widths[k]
         while parents and parents[-1][0] >= width:
             parents.pop()
-        found = definition_name(key, language) if any(name in key for name in names) else None
+        named = only in key if only is not None else any(name in key for name in names)
+        found = definition_name(key, language) if named else None
         if found is not None and found[1] in names and not previous.startswith("@"):
             scope = tuple(text for _, text in parents)  # the whole path of enclosing blocks
             seen.setdefault((scope, found[0], found[1], width), []).append(k)
@@ -158,7 +164,7 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
 
 def check_deletions(deleted_by_context: int, original_keys: list[str],
                     options: ApplyOptions) -> None:
-    nonblank = sum(1 for key in original_keys if key)
+    nonblank = sum(map(bool, original_keys))
     if deleted_by_context > options.min_delete_lines and (
         deleted_by_context > options.max_delete_share * nonblank
     ):
@@ -168,16 +174,13 @@ def check_deletions(deleted_by_context: int, original_keys: list[str],
         )
 
 
-def _top_level(line: str) -> bool:
-    return bool(line) and _TOP_LEVEL_START.match(line) is not None
-
-
 def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[int, int]]:
     """Merged-line ranges around every edit, widened to kept top-level lines."""
-    changed = [k for k, o in enumerate(origin) if o < 0]
-    for k in range(1, len(origin)):
-        if origin[k] >= 0 and origin[k - 1] >= 0 and origin[k] != origin[k - 1] + 1:
-            changed.append(k)  # lines were deleted here
+    o = np.asarray(origin, dtype=np.int64)
+    kept = o >= 0
+    changed = np.flatnonzero(~kept).tolist()
+    # lines were deleted here
+    changed += (np.flatnonzero(kept[1:] & kept[:-1] & (o[1:] != o[:-1] + 1)) + 1).tolist()
     if len(origin) and origin[0] > 0:
         changed.append(0)
     if len(origin) and 0 <= origin[-1] < n_original - 1:
@@ -186,14 +189,15 @@ def _windows(out: list[str], origin: list[int], n_original: int) -> list[tuple[i
         return []
     changed.sort()
     windows: list[tuple[int, int]] = []
+    first = _TOP_LEVEL_FIRST  # a kept line starting with one is top-level
     for k in changed:
         if windows and k < windows[-1][1]:
             continue
         start = k
-        while start > 0 and not (origin[start] >= 0 and _top_level(out[start])):
+        while start > 0 and not (origin[start] >= 0 and out[start][:1] in first):
             start -= 1
         end = k + 1
-        while end < len(out) and not (origin[end] >= 0 and _top_level(out[end])):
+        while end < len(out) and not (origin[end] >= 0 and out[end][:1] in first):
             end += 1
         if windows and start <= windows[-1][1]:
             windows[-1] = (windows[-1][0], end)

@@ -27,7 +27,7 @@ def delete(merger: Merger, lo: int, hi: int, by_remove: bool, dry: bool = False,
     ``remove`` comment or by context (not on a ``dry`` run, which only compares text)."""
     if dry or not count or hi <= lo:
         return
-    nonblank = sum(1 for p in range(lo, hi) if merger.ok[p])
+    nonblank = sum(map(bool, map(merger.ok.__getitem__, range(lo, hi))))
     if by_remove:
         merger.deleted_by_remove += nonblank
     else:

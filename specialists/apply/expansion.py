@@ -430,14 +430,14 @@ def emit_matched(merger: Merger, j: int, p: int, out: list[str], origin: list[in
     elif merger.sk.widths[j] - merger.shift == merger.owidth[p]:
         # Same width: the original's indentation characters, unless the sketch writes
         # this line in the file's own style and the original line did not (a fix).
-        s_indent = sraw[: len(sraw) - len(sraw.lstrip(" \t"))]
-        o_indent = obody[: len(obody) - len(obody.lstrip(" \t"))]
+        body = sraw.lstrip(" \t")
         # The sketch's own bytes when it writes in the file's style and unshifted: a
         # spaces-to-tabs fix is an edit; a sketch in another style mangled them.
-        indent = o_indent
         if merger.faithful:
-            indent = s_indent
-        line = indent + sraw.lstrip(" \t")
+            indent = sraw[: len(sraw) - len(body)]
+        else:
+            indent = obody[: len(obody) - len(obody.lstrip(" \t"))]
+        line = indent + body
     else:
         out.append(_new_line(merger, j))
         origin.append(-1)

@@ -53,8 +53,8 @@ _EPS = 1e-9
 
 def deletion_costs(okeys: list[str], wt: Weights) -> list[float]:
     """Prefix sums of what deleting each original line costs (a blank line costs less)."""
-    delete, blank = wt.delete, wt.delete_blank
-    return list(accumulate([delete if key else blank for key in okeys], initial=0.0))
+    cost = {True: wt.delete, False: wt.delete_blank}
+    return list(accumulate(map(cost.__getitem__, map(bool, okeys)), initial=0.0))
 
 
 def align_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Iterable
 
 __all__ = [
@@ -91,6 +92,7 @@ _DEF_PATTERNS: dict[str, re.Pattern[str]] = {
         r"^(?:export\s+)?(const|let|var)\s+([A-Za-z_$][\w$]*)\s*=\s*(?:async\s+)?(?:function|\(|[A-Za-z_$][\w$]*\s*=>)"
     ),
 }
+_ONE_PATTERN = {"python", "go", "rust"}
 _NOT_METHOD_NAMES = {"if", "for", "while", "switch", "catch", "return", "function", "else", "with"}
 
 
@@ -121,8 +123,26 @@ def definition_name(stripped_line: str, language: str | None) -> tuple[str, str]
 
 def definitions_of(keys: Iterable[str], language: str | None) -> set[tuple[str, str]]:
     """``(kind, name)`` of every definition these (stripped) lines open."""
-    found = (definition_name(key, language) for key in keys if key)
-    return {d for d in found if d is not None}
+    if language in _ONE_PATTERN:  # ``definition_name`` is one pattern's two groups there
+        match = _DEF_PATTERNS[language].match  # type: ignore[index]
+        return {(m[1], m[2]) for m in filter(None, map(match, filter(None, keys)))}
+    # the other languages: ``definition_name``'s patterns, each run over every line by a C
+    # loop; a line's first pattern that matches (in that order) names its definition
+    keys = list(filter(None, keys))
+    member = (map(_DEF_PATTERNS["member"].match, keys)
+              if language in ("javascript", "typescript", "tsx") else repeat(None))
+    out: set[tuple[str, str]] = set()
+    for c_like, binding, assigned, method in filter(any, zip(
+            map(_DEF_PATTERNS["c_like"].match, keys), map(_DEF_PATTERNS["binding"].match, keys),
+            member, map(_DEF_PATTERNS["method"].match, keys))):
+        m = c_like or binding
+        if m:
+            out.add(("function" if m.group(1).startswith("function") else m.group(1), m.group(2)))
+        elif assigned:
+            out.add(("function", assigned.group(1)))
+        elif method and method.group(1) not in _NOT_METHOD_NAMES:
+            out.add(("method", method.group(1)))
+    return out
 
 
 def definition_start(keys: list[str], widths: list[int], header: int, lo: int = 0) -> int:

@@ -10,6 +10,9 @@ The steps' work lives in modules of their own, as functions of the merger: ``anc
 
 from __future__ import annotations
 
+from itertools import compress
+from operator import not_
+
 import numpy as np
 
 from specialists.apply import align as _align
@@ -47,14 +50,13 @@ class Merger:
         self.m = len(sk.keys)
         pos: dict[str, list[int]] = {}
         for i, key in enumerate(self.ok):
-            if key:
-                bucket = pos.get(key)
-                if bucket is None:
-                    pos[key] = [i]
-                else:
-                    bucket.append(i)
+            if key in pos:
+                pos[key].append(i)
+            else:
+                pos[key] = [i]
+        pos.pop("", None)  # blank lines: ``blanks``
         self.pos = pos
-        self.blanks = [i for i, key in enumerate(self.ok) if not key]
+        self.blanks = list(compress(range(self.n), map(not_, self.ok)))
         self.owidth = indent_widths(olines.raw)
         self.dcost = deletion_costs(self.ok, wt)
         self.np_arrays: tuple[np.ndarray, np.ndarray] | None = None
@@ -162,8 +164,9 @@ class Merger:
         self.deleted_by_remove = 0
         self.blank_guesses = 0
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
-            check_implicit_deletion(self, ja, pa, jb, pb)
-            emit_gap(self, ja, pa, jb, pb, out, origin)
+            if jb != ja + 1 or pb != pa + 1:  # (an empty gap deletes and writes nothing)
+                check_implicit_deletion(self, ja, pa, jb, pb)
+                emit_gap(self, ja, pa, jb, pb, out, origin)
             if jb < self.m:
                 emit_matched(self, jb, pb, out, origin)
         return out, origin
@@ -171,7 +174,7 @@ class Merger:
     def fixed(self) -> list[tuple[int, int]]:
         """The matched (sketch line, original line) pairs, between (-1, -1) and (m, n)."""
         out = [(-1, -1)]
-        out.extend((j, p) for j, p in enumerate(self.sm) if p >= 0)
+        out += [(j, p) for j, p in enumerate(self.sm) if p >= 0]
         out.append((self.m, self.n))
         return out
 

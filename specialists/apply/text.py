@@ -8,6 +8,8 @@ spaces, trailing whitespace and a uniform indentation shift do not stop a match.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, mul, sub
 
 __all__ = ["Lines", "indent_of", "indent_width", "indent_widths", "reindent", "split_lines"]
 
@@ -37,15 +39,12 @@ def split_lines(text: str) -> Lines:
     if final_newline or raw == [""]:
         raw.pop()
     crs = text.count("\r\n") + text.endswith("\r")  # lines that end in "\r"
-    tabs = spaces = 0
-    for line in raw[:400]:
-        if line.startswith("\t"):
-            tabs += 1
-        elif line.startswith(" "):
-            spaces += 1
+    head = raw[:400]
+    tabs = sum(map(str.startswith, head, repeat("\t")))
+    spaces = sum(map(str.startswith, head, repeat(" ")))
     return Lines(
         raw=raw,
-        keys=[line.strip() for line in raw],
+        keys=list(map(str.strip, raw)),
         final_newline=final_newline,
         crlf=bool(raw) and crs * 2 > len(raw),
         indent_char="\t" if tabs > spaces else " ",
@@ -67,9 +66,10 @@ def indent_width(line: str) -> int:
 def indent_widths(lines: list[str]) -> list[int]:
     """``indent_width`` of every line, without a Python call per line where no line is
     indented with tabs."""
-    widths = [len(line) - len(line.lstrip(" \t")) for line in lines]
-    if any("\t" in line[:width] for line, width in zip(lines, widths) if width):
-        widths = [indent_width(line) for line in lines]
+    widths = list(map(sub, map(len, lines), map(len, map(str.lstrip, lines, repeat(" \t")))))
+    if "\t" in "".join(lines):  # each tab in the indentation counts TAB_WIDTH columns
+        tabs = map(str.count, lines, repeat("\t"), repeat(0), widths)
+        widths = list(map(add, widths, map(mul, tabs, repeat(TAB_WIDTH - 1))))
     return widths
 
 
