@@ -128,6 +128,10 @@ class TabOptions(SpecialistOptions):
     prompt_anchor: int = Field(16, ge=0, le=64)
     """The LM prompt's start moves in steps of this many tokens, so that a keystroke runs
     only its new tokens on the previous prompt's cache (0: a sliding window, no reuse)."""
+    int8: bool = False
+    """The LM's matrix products in int8 (weights per output column, each activation row on
+    its own: an answer does not depend on its batch). ~23% less CPU a keystroke; logits move
+    by ~1% of their largest magnitude (BENCHMARKS, "Tab under concurrency"). GPT-2 only."""
     max_batch: int = Field(16, ge=1)
     """Most requests the model worker takes in one turn (``submit``)."""
     max_queue: int = Field(64, ge=1)
@@ -166,7 +170,8 @@ class TabSpecialist(Specialist):
                  log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
                  prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
-                 rewrite_fallback: bool = True, hold_finished: bool = False) -> None:
+                 rewrite_fallback: bool = True, hold_finished: bool = False,
+                 int8: bool = False) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -189,13 +194,15 @@ class TabSpecialist(Specialist):
         self.jump_max_lines = jump_max_lines
         self.rewrite_fallback = rewrite_fallback
         self.hold_finished = hold_finished
+        self.int8 = int8
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
                          "max_recent_edits": max_recent_edits, "sample": sample,
                          "log_features": log_features, "lm_cache": lm_cache,
                          "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
-                         "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished}
+                         "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished,
+                         "int8": int8}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -219,7 +226,8 @@ class TabSpecialist(Specialist):
             self.context_tokens = int(self.policy.trained_with.get("context_tokens", 64))
         if self.use_lm:
             self.lm = TabLM(self.checkpoint, context_tokens=self.context_tokens, threads=self.threads,
-                            cache=self.lm_cache, anchor=self.prompt_anchor).load()
+                            cache=self.lm_cache, anchor=self.prompt_anchor,
+                            int8=self.int8).load()
         if (self.lm.hidden_size if self.lm else 0) != self.policy.config.hidden_size:
             raise SpecialistError(f"policy at {self.policy_path} expects LM hidden size "
                                   f"{self.policy.config.hidden_size}; the LM has "

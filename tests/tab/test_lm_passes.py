@@ -235,3 +235,39 @@ def test_tokens_allowed_after_a_tail_are_those_whose_text_starts_with_it(which, 
         counts.append(int(want.sum()))
     assert lm._allowed_uncached("") is None
     assert min(counts) == 0 and max(counts) > 10  # both empty and wide runs were checked
+
+
+def test_int8_products_answer_alone_as_batched_and_near_float32(tiny_checkpoint) -> None:
+    """``int8``: each activation row is quantised on its own, so a sequence gets the same
+    hidden states alone or batched with others (up to the float rounding of attention, which
+    can move a value across a rounding step); and the logits stay near float32's."""
+    import torch
+
+    from specialists.tab.lm import TabLM
+
+    lm8 = TabLM(tiny_checkpoint, context_tokens=48, int8=True).load()
+    lm32 = TabLM(tiny_checkpoint, context_tokens=48).load()
+    assert lm8.net.int8 is not None and lm32.net.int8 is None
+    rng = random.Random(1)
+    prompts = [[rng.randrange(300) for _ in range(n)] for n in (20, 7, 13)]
+    with torch.inference_mode():
+        batched, _ = lm8.net.forward_rows([([p], None) for p in prompts])
+        for b, p in enumerate(prompts):
+            alone, _ = lm8.net.forward(torch.tensor([p]), None)
+            scale = alone.abs().max()
+            assert (batched[b, : len(p)] - alone[0]).abs().max() <= 1e-3 * scale
+            h32, _ = lm32.net.forward(torch.tensor([p]), None)
+            assert (alone - h32).abs().max() <= 0.03 * h32.abs().max()  # ~1%: quantisation noise
+            l8, l32 = lm8.net.logits(alone[0]), lm32.net.logits(h32[0])
+            assert l8.shape == l32.shape == (len(p), lm32.tokenizer.get_vocab_size())
+            assert (l8 - l32).abs().max() <= 0.03 * l32.abs().max()
+            assert (l8.argmax(-1) == l32.argmax(-1)).float().mean() >= 0.9
+    # whole analyses: the same candidates, scores within a few hundredths of a nat
+    left = TEXT[:300]
+    a = [Candidate(text=t, source="file", start=0, end=0) for t in ("self.x = x", "def", ")")]
+    b = [Candidate(text=t, source="file", start=0, end=0) for t in ("self.x = x", "def", ")")]
+    lm8.analyze(left, a, generate=False)
+    lm32.analyze(left, b, generate=False)
+    for x, y in zip(a, b):
+        assert x.token_ends == y.token_ends
+        assert x.token_logprobs == pytest.approx(y.token_logprobs, abs=0.25)
