@@ -174,6 +174,68 @@ class FreshCache(ObservationCache):
         return [self._store[key].with_request(req) for key, req in zip(full, reqs)]
 
 
+def target_logps(model: Any, chunk: Sequence[tuple[list[int], list[int], float, Any]]) -> tuple[Any, Any]:
+    """Each target token's log-probability after its prompt, (prompt, target, weight, _) per
+    row, one right-padded pass (the output head at the target positions only): the
+    log-probabilities and each one's weight, flat."""
+    import torch
+
+    seqs = [ids + t for ids, t, _, _ in chunk]
+    T = max(len(q) for q in seqs)
+    input_ids = torch.tensor([q + [0] * (T - len(q)) for q in seqs])
+    attn = torch.tensor([[1] * len(q) + [0] * (T - len(q)) for q in seqs])
+    hidden = model.transformer(input_ids=input_ids, attention_mask=attn).last_hidden_state
+    at_b, at_t, tok, w = [], [], [], []
+    for r, (ids, t, weight, _) in enumerate(chunk):
+        for j, tk in enumerate(t):  # position len(ids)+j-1 predicts target token j
+            at_b.append(r)
+            at_t.append(len(ids) + j - 1)
+            tok.append(tk)
+            w.append(weight)
+    logp = torch.log_softmax(model.lm_head(hidden[torch.tensor(at_b), torch.tensor(at_t)]).float(), -1)
+    return logp.gather(1, torch.tensor(tok)[:, None])[:, 0], torch.tensor(w)
+
+
+def typed_lines(lm: Any, pairs: Sequence[Pair], n: int, max_target: int = 16) -> list[tuple]:
+    """A fixed sample of ``n`` requests of ``pairs`` (no suggestion shown: the person types
+    everything) as (prompt ids, the typed line's tokens, 1, None): the LM's fit to this
+    history, whatever the policy does (``lm_nll`` in the rows)."""
+    eos = lm.model.config.eos_token_id or 0
+    out = []
+    for pair in pairs:
+        session = Session(pair)
+        steps = 0
+        while (req := session.next_request()) is not None and steps < MAX_PER_PAIR:
+            steps += 1
+            line = session.remaining().split("\n", 1)[0]
+            if line.strip():
+                out.append((req.file[: req.cursor], line))
+            session.respond(None)
+    pick = random.Random("typed").sample(out, min(n, len(out)))
+    items = []
+    for left, line in pick:
+        ids, tail = lm._prompt(left)
+        target = lm.tokenizer.encode(tail + line).ids[:max_target]
+        if target:
+            items.append(((list(ids) or [eos])[-(int(lm.net.max_positions) - 1 - len(target)):], target, 1.0, None))
+    return items
+
+
+def mean_nll(lm: Any, items: Sequence[tuple], batch: int = 64) -> float:
+    """Mean negative log-likelihood per token of ``items`` (:func:`typed_lines`) under the LM now."""
+    import torch
+
+    if not items:
+        return float("nan")
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for b in range(0, len(items), batch):
+            picked, _ = target_logps(lm.model, items[b : b + batch])
+            total -= float(picked.sum())
+            count += picked.numel()
+    return total / count
+
+
 class LMLearner:
     """The LM's own weights learning where it is deployed (``--lm``), after each turn's
     policy update, from that turn's events, with its own Adam optimizer:
@@ -191,13 +253,14 @@ class LMLearner:
     are rebuilt (:meth:`TabLM.weights_changed`)."""
 
     def __init__(self, lm: Any, variant: str, lr: float, sft: float = 0.5, l2: float = 0.0,
-                 clip: float = 1.0, batch: int = 32, max_target: int = 16, seed: int = 0) -> None:
+                 clip: float = 1.0, batch: int = 32, max_target: int = 16, seed: int = 0,
+                 sft_max: int = 0) -> None:
         import torch
 
         if variant not in ("pg", "pg_sft"):
             raise ValueError(f"unknown LM variant {variant!r}: pg or pg_sft")
         self.lm, self.variant, self.sft, self.l2, self.clip = lm, variant, sft, l2, clip
-        self.batch, self.max_target = batch, max_target
+        self.batch, self.max_target, self.sft_max = batch, max_target, sft_max
         self.params = [q for q in lm.model.parameters() if q.requires_grad]
         self.opt = torch.optim.Adam(self.params, lr=lr)
         self.gen = torch.Generator().manual_seed(seed)
@@ -206,6 +269,8 @@ class LMLearner:
     def _items(self, steps: Sequence[Step]) -> list[tuple[list[int], list[int], float, str]]:
         """(prompt ids, target ids, weight, kind): a target's log-likelihood enters the loss
         times ``weight`` (pg: its advantage; sft: ``sft`` / its length)."""
+        import torch
+
         eos = self.lm.model.config.eos_token_id or 0
         room = int(self.lm.net.max_positions) - 1
         out = []
@@ -223,7 +288,12 @@ class LMLearner:
                 target = self.lm.tokenizer.encode(tail + s.typed).ids[: self.max_target]
                 if target:
                     out.append((ids, target, self.sft / len(target), "sft"))
-        return [(ids[-(room - len(t)):], t, w, k) for ids, t, w, k in out]
+        pg = [x for x in out if x[3] == "pg"]
+        sft = [x for x in out if x[3] == "sft"]
+        if self.sft_max and len(sft) > self.sft_max:  # the LM step's cost is mostly these
+            keep = sorted(torch.randperm(len(sft), generator=self.gen)[: self.sft_max].tolist())
+            sft = [sft[i] for i in keep]
+        return [(ids[-(room - len(t)):], t, w, k) for ids, t, w, k in pg + sft]
 
     def update(self, steps: Sequence[Step]) -> dict[str, float]:
         import torch
@@ -241,22 +311,8 @@ class LMLearner:
             norms = []
             for b in range(0, len(order), self.batch):
                 chunk = [items[i] for i in order[b : b + self.batch]]
-                seqs = [ids + t for ids, t, _, _ in chunk]
-                T = max(len(q) for q in seqs)
-                input_ids = torch.tensor([q + [0] * (T - len(q)) for q in seqs])
-                attn = torch.tensor([[1] * len(q) + [0] * (T - len(q)) for q in seqs])
-                hidden = model.transformer(input_ids=input_ids, attention_mask=attn).last_hidden_state
-                at_b, at_t, tok, w = [], [], [], []
-                for r, (ids, t, weight, _) in enumerate(chunk):
-                    for j, tk in enumerate(t):  # position len(ids)+j-1 predicts target token j
-                        at_b.append(r)
-                        at_t.append(len(ids) + j - 1)
-                        tok.append(tk)
-                        w.append(weight)
-                # the output head at the target positions only, not over (B, T, V)
-                logp = torch.log_softmax(model.lm_head(hidden[torch.tensor(at_b), torch.tensor(at_t)]).float(), -1)
-                picked = logp.gather(1, torch.tensor(tok)[:, None])[:, 0]
-                loss = -(torch.tensor(w) * picked).sum() / len(chunk)
+                picked, w = target_logps(model, chunk)
+                loss = -(w * picked).sum() / len(chunk)
                 if prev is not None:
                     loss = loss + self.l2 * sum(((q - p0) ** 2).sum() for q, p0 in zip(self.params, prev))
                 self.opt.zero_grad()
@@ -357,7 +413,8 @@ def always_show_start(shipped: Any, pairs: Sequence[Pair], cache: ObservationCac
 # -- one learning run -------------------------------------------------------------------
 def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect_pool: list[Pair],
           measure_pairs: list[Pair], cache: ObservationCache, reward: RewardConfig,
-          log: Callable[[dict], None], lm_variant: str = "frozen", lm_start: dict | None = None) -> list[dict]:
+          log: Callable[[dict], None], lm_variant: str = "frozen", lm_start: dict | None = None,
+          nll_items: Sequence[tuple] = ()) -> list[dict]:
     """One learning run. ``lm_variant`` ``pg`` / ``pg_sft``: the LM (``cache.lm``) learns
     too (:class:`LMLearner`), from ``lm_start`` (its shipped weights, restored at the end);
     every version after the first is then observed afresh (:class:`FreshCache`)."""
@@ -375,7 +432,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         cache.lm.model.load_state_dict(lm_start)
         cache.lm.weights_changed()
         lm_learner = LMLearner(cache.lm, lm_variant, args.lm_lr, sft=args.lm_sft, l2=args.lm_l2,
-                               clip=args.lm_clip, batch=args.lm_batch, seed=seed)
+                               clip=args.lm_clip, batch=args.lm_batch, seed=seed, sft_max=args.lm_sft_max)
         label = f"{learner}+lm_{lm_variant}"
     prompt_of = cache.lm._prompt if lm_learner is not None else None
     policy = copy.deepcopy(start)
@@ -407,6 +464,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
                                "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured)}
         if lm_learner is not None:
             row["measure_seconds"] = round(time.monotonic() - t0, 2)
+        if nll_items:
+            row["lm_nll"] = round(mean_nll(cache.lm, nll_items), 4)
         if turn == args.turns:
             row["seconds"] = round(time.monotonic() - t0, 2)
             rows.append(row)
@@ -605,6 +664,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lm-l2", type=float, default=0.0, help="pull towards the previous LM weights (0: none)")
     p.add_argument("--lm-clip", type=float, default=1.0, help="the LM update's gradient-norm clip")
     p.add_argument("--lm-batch", type=int, default=32, help="sequences per LM step")
+    p.add_argument("--lm-sft-max", type=int, default=1000,
+                   help="pg_sft: typed lines per update at most (a seeded sample of the turn's)")
+    p.add_argument("--lm-nll-lines", type=int, default=400,
+                   help="typed lines of the later history the LM's fit (lm_nll) is measured on")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache")
     p.add_argument("--threads", type=int, default=1)
@@ -654,13 +717,17 @@ def main(argv: list[str] | None = None) -> dict:
                       ("always_ensemble", lambda obs: [Decision(default_row(o)) for o in obs])):
         ref[name] = {k2: round(v, 5) for k2, v in measure(rollout(later, cache, dec, reward)).items()}
     info["reference"] = ref
-    cache.save()
+    if cache.misses:  # runs in parallel share the file: write only what is new
+        cache.save()
     if args.warm_only:
         for i in range(0, len(collect_pool), 20):
             rollout(collect_pool[i:i + 20], cache, lambda obs: [Decision(default_row(o)) for o in obs], reward)
             cache.save()
             print(f"warm: {i + 20} of {len(collect_pool)} pairs, {len(cache)} states", file=sys.stderr, flush=True)
         return info
+    nll_items = typed_lines(lm, later, args.lm_nll_lines) if lm_variants != ["frozen"] else []
+    if nll_items:
+        info["lm_nll_lines"] = len(nll_items)
     print(json.dumps({"setup": info, "seconds": round(time.time() - t_start, 1)}), file=sys.stderr, flush=True)
 
     rows: list[dict] = []
@@ -668,7 +735,7 @@ def main(argv: list[str] | None = None) -> dict:
     cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "show_rate", "accept_rate",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
     if lm_variants != ["frozen"]:
-        cols += ["lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_grad_norm", "lm_drift",
+        cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_grad_norm", "lm_drift",
                  "lm_seconds", "measure_seconds"]
     print(" | ".join(cols))
 
@@ -695,8 +762,9 @@ def main(argv: list[str] | None = None) -> dict:
                     raise SystemExit(f"unknown learner {learner!r}")
                 for variant in lm_variants:
                     rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log,
-                                  lm_variant=variant, lm_start=lm_start)
-            cache.save()
+                                  lm_variant=variant, lm_start=lm_start, nll_items=nll_items)
+            if cache.misses:
+                cache.save()
 
     result = checks(rows, args)
     args.curve and plot(rows, Path(args.curve), args.starts, list(dict.fromkeys(r["learner"] for r in rows)))
