@@ -174,10 +174,12 @@ class FreshCache(ObservationCache):
         return [self._store[key].with_request(req) for key, req in zip(full, reqs)]
 
 
-def target_logps(model: Any, chunk: Sequence[tuple[list[int], list[int], float, Any]]) -> tuple[Any, Any]:
+def target_logps(model: Any, chunk: Sequence[tuple[list[int], list[int], float, Any]],
+                 full: bool = False) -> tuple[Any, ...]:
     """Each target token's log-probability after its prompt, (prompt, target, weight, _) per
     row, one right-padded pass (the output head at the target positions only): the
-    log-probabilities and each one's weight, flat."""
+    log-probabilities and each one's weight, flat (``full``: and the whole next-token
+    distributions at those positions, (N, V) log-probabilities)."""
     import torch
 
     seqs = [ids + t for ids, t, _, _ in chunk]
@@ -193,7 +195,8 @@ def target_logps(model: Any, chunk: Sequence[tuple[list[int], list[int], float, 
             tok.append(tk)
             w.append(weight)
     logp = torch.log_softmax(model.lm_head(hidden[torch.tensor(at_b), torch.tensor(at_t)]).float(), -1)
-    return logp.gather(1, torch.tensor(tok)[:, None])[:, 0], torch.tensor(w)
+    picked = logp.gather(1, torch.tensor(tok)[:, None])[:, 0]
+    return (picked, torch.tensor(w), logp) if full else (picked, torch.tensor(w))
 
 
 def typed_lines(lm: Any, pairs: Sequence[Pair], n: int, max_target: int = 16) -> list[tuple]:
@@ -248,23 +251,28 @@ class LMLearner:
       went on to type on the line wherever no suggestion was accepted (the person's own
       text: a supervised target, not a reward).
 
-    Gradients clipped at ``clip``; ``l2`` > 0 pulls the weights towards those of the previous
-    version (a guard, off by default). After each update the LM's fast pass and reuse caches
+    Gradients clipped at ``clip``; ``kl`` > 0 adds kl × KL(start ‖ new) of the next-token
+    distributions at the trained positions, the start being the LM the run began with (a
+    guard: unguarded ``pg`` pushed the rejected lines' log-probabilities down without bound
+    and the LM collapsed, BENCHMARKS.md; a KL to the *previous* version would be no guard
+    here, since an update is mostly one step, where its gradient is zero); ``l2`` > 0 pulls
+    the weights towards the previous version's. After each update the LM's fast pass and reuse caches
     are rebuilt (:meth:`TabLM.weights_changed`)."""
 
-    def __init__(self, lm: Any, variant: str, lr: float, sft: float = 0.5, l2: float = 0.0,
+    def __init__(self, lm: Any, variant: str, lr: float, sft: float = 0.5, l2: float = 0.0, kl: float = 0.0,
                  clip: float = 1.0, batch: int = 32, max_target: int = 16, seed: int = 0,
                  sft_max: int = 0) -> None:
         import torch
 
         if variant not in ("pg", "pg_sft"):
             raise ValueError(f"unknown LM variant {variant!r}: pg or pg_sft")
-        self.lm, self.variant, self.sft, self.l2, self.clip = lm, variant, sft, l2, clip
+        self.lm, self.variant, self.sft, self.l2, self.kl, self.clip = lm, variant, sft, l2, kl, clip
         self.batch, self.max_target, self.sft_max = batch, max_target, sft_max
         self.params = [q for q in lm.model.parameters() if q.requires_grad]
         self.opt = torch.optim.Adam(self.params, lr=lr)
         self.gen = torch.Generator().manual_seed(seed)
         self.start = [q.detach().clone() for q in self.params]
+        self.ref = copy.deepcopy(lm.model).eval() if kl > 0 else None  # the LM the run started from
 
     def _items(self, steps: Sequence[Step]) -> list[tuple[list[int], list[int], float, str]]:
         """(prompt ids, target ids, weight, kind): a target's log-likelihood enters the loss
@@ -307,12 +315,22 @@ class LMLearner:
             model = self.lm.model
             model.eval()  # no dropout: the gradient of the policy the LM is
             prev = [q.detach().clone() for q in self.params] if self.l2 > 0 else None
+            ref = self.ref
+            kls: list[float] = []
             order = torch.randperm(len(items), generator=self.gen).tolist()
             norms = []
             for b in range(0, len(order), self.batch):
                 chunk = [items[i] for i in order[b : b + self.batch]]
-                picked, w = target_logps(model, chunk)
-                loss = -(w * picked).sum() / len(chunk)
+                if ref is None:
+                    picked, w = target_logps(model, chunk)
+                    loss = -(w * picked).sum() / len(chunk)
+                else:  # + kl x KL(start || new) over the next-token distributions there
+                    picked, w, logp = target_logps(model, chunk, full=True)
+                    with torch.no_grad():
+                        _, _, old = target_logps(ref, chunk, full=True)
+                    kl = (old.exp() * (old - logp)).sum(-1).mean()
+                    loss = -(w * picked).sum() / len(chunk) + self.kl * kl
+                    kls.append(float(kl.detach()))
                 if prev is not None:
                     loss = loss + self.l2 * sum(((q - p0) ** 2).sum() for q, p0 in zip(self.params, prev))
                 self.opt.zero_grad()
@@ -323,6 +341,8 @@ class LMLearner:
             stats["lm_grad_norm"] = round(sum(norms) / len(norms), 4)
             stats["lm_loss"] = round(stats["lm_loss"], 5)
             stats["lm_steps"] = len(norms)
+            if kls:
+                stats["lm_kl"] = round(sum(kls) / len(kls), 5)
             self.lm.weights_changed()
         with torch.no_grad():
             stats["lm_drift"] = round(math.sqrt(sum(float(((q - q0) ** 2).sum()) for q, q0 in zip(self.params, self.start))), 4)
@@ -431,9 +451,9 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             raise SystemExit("--lm pg / pg_sft: with ppo or ppo_stale, and the LM's start weights")
         cache.lm.model.load_state_dict(lm_start)
         cache.lm.weights_changed()
-        lm_learner = LMLearner(cache.lm, lm_variant, args.lm_lr, sft=args.lm_sft, l2=args.lm_l2,
+        lm_learner = LMLearner(cache.lm, lm_variant, args.lm_lr, sft=args.lm_sft, l2=args.lm_l2, kl=args.lm_kl,
                                clip=args.lm_clip, batch=args.lm_batch, seed=seed, sft_max=args.lm_sft_max)
-        label = f"{learner}+lm_{lm_variant}"
+        label = f"{learner}+lm_{lm_variant}" + (f"_kl{args.lm_kl:g}" if args.lm_kl else "")
     prompt_of = cache.lm._prompt if lm_learner is not None else None
     policy = copy.deepcopy(start)
     policy._gen = torch.Generator().manual_seed(seed)
@@ -663,6 +683,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lm-sft", type=float, default=0.5, help="pg_sft: weight of the typed line's mean log-likelihood")
     p.add_argument("--lm-l2", type=float, default=0.0, help="pull towards the previous LM weights (0: none)")
     p.add_argument("--lm-clip", type=float, default=1.0, help="the LM update's gradient-norm clip")
+    p.add_argument("--lm-kl", type=float, default=0.0,
+                   help="weight of KL(the run's start LM || new) at the trained positions (0: none)")
     p.add_argument("--lm-batch", type=int, default=32, help="sequences per LM step")
     p.add_argument("--lm-sft-max", type=int, default=1000,
                    help="pg_sft: typed lines per update at most (a seeded sample of the turn's)")
@@ -735,7 +757,7 @@ def main(argv: list[str] | None = None) -> dict:
     cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "show_rate", "accept_rate",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
     if lm_variants != ["frozen"]:
-        cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_grad_norm", "lm_drift",
+        cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_kl", "lm_grad_norm", "lm_drift",
                  "lm_seconds", "measure_seconds"]
     print(" | ".join(cols))
 

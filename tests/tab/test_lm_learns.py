@@ -86,3 +86,17 @@ def test_pg_sft_also_learns_the_typed_line(tiny_checkpoint) -> None:
     stats = LMLearner(lm, "pg_sft", lr=3e-3, sft=1.0, seed=0).update([step])
     assert stats["lm_pg"] == 0 and stats["lm_sft"] == 1
     assert _score(lm, typed) > before
+
+
+def test_kl_guard_reports_and_still_follows_the_reward(tiny_checkpoint) -> None:
+    from benchmarks.loop_learn import LMLearner
+    from specialists.tab.lm import TabLM
+
+    lm = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()
+    before = _score(lm)
+    learner = LMLearner(lm, "pg", lr=3e-3, kl=1.0, seed=0)
+    first = learner.update([_step(lm, 0.75)])
+    assert first["lm_kl"] == 0.0  # the first step starts at the reference
+    second = learner.update([_step(lm, 0.75)])
+    assert second["lm_kl"] > 0
+    assert _score(lm) > before
