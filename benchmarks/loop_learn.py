@@ -30,6 +30,14 @@ that rule's rewards, on the *training* projects (``--bc-projects``): it shows ne
 
 Collection is in-process (``harness.ObservationCache``: the LM is frozen, so its features
 are computed once per state; sessions are stepped in lockstep so the head runs batched).
+``--lm pg,pg_sft`` (with ``ppo`` or ``ppo_stale``): the LM's own weights learn too, after
+each turn's policy update, from that turn's events, with their own Adam optimizer
+(``--lm-lr``; :class:`LMLearner`): ``pg`` — policy gradient on the LM's own lines the policy
+showed (advantage = reward − the policy's value of the state); ``pg_sft`` — that plus the
+log-likelihood of the line the user typed where no suggestion was accepted. Each trained
+LM version's observations are computed afresh (:class:`FreshCache`); ``frozen`` (the
+default) is the LM of the shared cache. Labelled ``ppo+lm_pg`` etc. in the rows.
+
 Prints one row per turn and a JSON summary last with the issue's checks computed: per
 seed, last − first > 2 × pooled SE (sqrt(SE_first² + SE_last²)); PPO against the bandit
 on the last turn; stale reuse against on-policy in new events needed. Writes the curves
@@ -67,6 +75,18 @@ class Step:
     logprob: float
     version: int
     outcome: Outcome
+    value: float = 0.0
+    """The deciding policy's value of the state (the LM update's baseline)."""
+    prompt: tuple[list[int], str] | None = None
+    """The LM's prompt ids and re-spelled tail at this request (only where the LM learns
+    from the step: see :func:`rollout`'s ``prompt_of``)."""
+    typed: str = ""
+    """What the simulated user went on to type on this line (``--lm pg_sft``'s target)."""
+
+    @property
+    def lm_shown(self) -> bool:
+        """Was the shown suggestion the LM's own line?"""
+        return self.index > 0 and self.obs.candidates[int(self.obs.rows[self.index - 1][0])].source == "lm"
 
 
 @dataclass
@@ -74,6 +94,7 @@ class Decision:
     index: int
     logprob: float = 0.0
     version: int = 0
+    value: float = 0.0
 
 
 DecideMany = Callable[[Sequence[Observation]], list[Decision]]
@@ -85,10 +106,17 @@ history asks 7,340 times, and would otherwise be half of what is measured."""
 
 
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
-            reward: RewardConfig, limit: int = 0) -> list[Step]:
+            reward: RewardConfig, limit: int = 0,
+            prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
+            typed: bool = False) -> list[Step]:
     """Replay ``pairs`` in lockstep (one batched decision per round), each for its first
     ``MAX_PER_PAIR`` requests; ``limit``: stop once that many steps are taken (the last
-    round may overshoot; the caller cuts)."""
+    round may overshoot; the caller cuts).
+
+    For an LM that learns (``--lm``): ``prompt_of`` (:meth:`TabLM._prompt`) keeps the LM's
+    prompt at every step it can learn from — its own line shown, or (``typed``) a
+    suggestion not accepted where the user went on to type something on the line, which
+    ``Step.typed`` then holds (the rest of the line the person typed next)."""
     sessions = [(Session(p, reward=reward), pair_key(p)) for p in pairs]
     active = list(range(len(sessions)))
     steps: list[Step] = []
@@ -104,18 +132,227 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
         active = live
         if not active:
             break
-        obs = [cache.get(sessions[i][1], r) for i, r in zip(active, reqs)]
-        for i, o, d in zip(active, obs, decide(obs)):
+        keys = [sessions[i][1] for i in active]
+        obs = cache.get_many(keys, reqs) if isinstance(cache, FreshCache) else \
+            [cache.get(k, r) for k, r in zip(keys, reqs)]
+        for i, req, o, d in zip(active, reqs, obs, decide(obs)):
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
-            steps.append(Step(o, d.index, d.logprob, d.version, sessions[i][0].respond(sug)))
+            session = sessions[i][0]
+            line = session.remaining().split("\n", 1)[0] if typed else ""
+            step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value)
+            if prompt_of is not None:
+                if step.lm_shown or (line.strip() and not step.outcome.accepted):
+                    step.prompt = prompt_of(req.file[: req.cursor])
+                    step.typed = line
+            steps.append(step)
         if limit and len(steps) >= limit:
             break
     return steps
 
 
+class FreshCache(ObservationCache):
+    """Observations of one LM version, in memory only (``--lm``: the LM learns, so a state's
+    features hold only until its next update); a round's misses share one LM call
+    (:func:`~specialists.tab.features.observe_many`)."""
+
+    def get_many(self, keys: Sequence[str], reqs: Sequence[Any]) -> list[Observation]:
+        import hashlib
+
+        from specialists.tab.features import observe_many
+
+        full = [(k, r.cursor, hashlib.blake2b(r.file.encode("utf-8", "surrogatepass"), digest_size=12).digest())
+                for k, r in zip(keys, reqs)]
+        todo = {}
+        for key, req in zip(full, reqs):
+            if key not in self._store and key not in todo:
+                todo[key] = req
+        self.misses += len(todo)
+        self.hits += len(full) - len(todo)
+        if todo:
+            for key, obs in zip(todo, observe_many(list(todo.values()), self.lm, self.config)):
+                self._store[key] = obs
+        return [self._store[key].with_request(req) for key, req in zip(full, reqs)]
+
+
+def target_logps(model: Any, chunk: Sequence[tuple[list[int], list[int], float, Any]],
+                 full: bool = False) -> tuple[Any, ...]:
+    """Each target token's log-probability after its prompt, (prompt, target, weight, _) per
+    row, one right-padded pass (the output head at the target positions only): the
+    log-probabilities and each one's weight, flat (``full``: and the whole next-token
+    distributions at those positions, (N, V) log-probabilities)."""
+    import torch
+
+    seqs = [ids + t for ids, t, _, _ in chunk]
+    T = max(len(q) for q in seqs)
+    input_ids = torch.tensor([q + [0] * (T - len(q)) for q in seqs])
+    attn = torch.tensor([[1] * len(q) + [0] * (T - len(q)) for q in seqs])
+    hidden = model.transformer(input_ids=input_ids, attention_mask=attn).last_hidden_state
+    at_b, at_t, tok, w = [], [], [], []
+    for r, (ids, t, weight, _) in enumerate(chunk):
+        for j, tk in enumerate(t):  # position len(ids)+j-1 predicts target token j
+            at_b.append(r)
+            at_t.append(len(ids) + j - 1)
+            tok.append(tk)
+            w.append(weight)
+    logp = torch.log_softmax(model.lm_head(hidden[torch.tensor(at_b), torch.tensor(at_t)]).float(), -1)
+    picked = logp.gather(1, torch.tensor(tok)[:, None])[:, 0]
+    return (picked, torch.tensor(w), logp) if full else (picked, torch.tensor(w))
+
+
+def typed_lines(lm: Any, pairs: Sequence[Pair], n: int, max_target: int = 16) -> list[tuple]:
+    """A fixed sample of ``n`` requests of ``pairs`` (no suggestion shown: the person types
+    everything) as (prompt ids, the typed line's tokens, 1, None): the LM's fit to this
+    history, whatever the policy does (``lm_nll`` in the rows)."""
+    eos = lm.model.config.eos_token_id or 0
+    out = []
+    for pair in pairs:
+        session = Session(pair)
+        steps = 0
+        while (req := session.next_request()) is not None and steps < MAX_PER_PAIR:
+            steps += 1
+            line = session.remaining().split("\n", 1)[0]
+            if line.strip():
+                out.append((req.file[: req.cursor], line))
+            session.respond(None)
+    pick = random.Random("typed").sample(out, min(n, len(out)))
+    items = []
+    for left, line in pick:
+        ids, tail = lm._prompt(left)
+        target = lm.tokenizer.encode(tail + line).ids[:max_target]
+        if target:
+            items.append(((list(ids) or [eos])[-(int(lm.net.max_positions) - 1 - len(target)):], target, 1.0, None))
+    return items
+
+
+def mean_nll(lm: Any, items: Sequence[tuple], batch: int = 64) -> float:
+    """Mean negative log-likelihood per token of ``items`` (:func:`typed_lines`) under the LM now."""
+    import torch
+
+    if not items:
+        return float("nan")
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for b in range(0, len(items), batch):
+            picked, _ = target_logps(lm.model, items[b : b + batch])
+            total -= float(picked.sum())
+            count += picked.numel()
+    return total / count
+
+
+class LMLearner:
+    """The LM's own weights learning where it is deployed (``--lm``), after each turn's
+    policy update, from that turn's events, with its own Adam optimizer:
+
+    - ``pg``: policy gradient on the suggestions the LM wrote and the policy showed —
+      maximise A · log p_LM(suggestion tokens | prompt), A = reward − the deciding
+      policy's value of the state (its learned baseline); the suggestion is re-spelled
+      from the prompt's tail, as the LM scores every candidate;
+    - ``pg_sft``: the same, plus ``sft`` × the mean token log-likelihood of what the user
+      went on to type on the line wherever no suggestion was accepted (the person's own
+      text: a supervised target, not a reward).
+
+    Gradients clipped at ``clip``; ``kl`` > 0 adds kl × KL(start ‖ new) of the next-token
+    distributions at the trained positions, the start being the LM the run began with (a
+    guard: unguarded ``pg`` pushed the rejected lines' log-probabilities down without bound
+    and the LM collapsed, BENCHMARKS.md; a KL to the *previous* version would be no guard
+    here, since an update is mostly one step, where its gradient is zero); ``l2`` > 0 pulls
+    the weights towards the previous version's. After each update the LM's fast pass and reuse caches
+    are rebuilt (:meth:`TabLM.weights_changed`)."""
+
+    def __init__(self, lm: Any, variant: str, lr: float, sft: float = 0.5, l2: float = 0.0, kl: float = 0.0,
+                 clip: float = 1.0, batch: int = 32, max_target: int = 16, seed: int = 0,
+                 sft_max: int = 0) -> None:
+        import torch
+
+        if variant not in ("pg", "pg_sft"):
+            raise ValueError(f"unknown LM variant {variant!r}: pg or pg_sft")
+        self.lm, self.variant, self.sft, self.l2, self.kl, self.clip = lm, variant, sft, l2, kl, clip
+        self.batch, self.max_target, self.sft_max = batch, max_target, sft_max
+        self.params = [q for q in lm.model.parameters() if q.requires_grad]
+        self.opt = torch.optim.Adam(self.params, lr=lr)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.start = [q.detach().clone() for q in self.params]
+        self.ref = copy.deepcopy(lm.model).eval() if kl > 0 else None  # the LM the run started from
+
+    def _items(self, steps: Sequence[Step]) -> list[tuple[list[int], list[int], float, str]]:
+        """(prompt ids, target ids, weight, kind): a target's log-likelihood enters the loss
+        times ``weight`` (pg: its advantage; sft: ``sft`` / its length)."""
+        import torch
+
+        eos = self.lm.model.config.eos_token_id or 0
+        room = int(self.lm.net.max_positions) - 1
+        out = []
+        for s in steps:
+            if s.prompt is None:
+                continue
+            ids, tail = s.prompt
+            ids = list(ids) or [eos]
+            if s.lm_shown:
+                text = s.obs.suggestion(s.index - 1).text
+                target = self.lm.tokenizer.encode(tail + text).ids[: self.max_target]
+                if target:
+                    out.append((ids, target, s.outcome.reward - s.value, "pg"))
+            if self.variant == "pg_sft" and s.typed.strip() and not s.outcome.accepted:
+                target = self.lm.tokenizer.encode(tail + s.typed).ids[: self.max_target]
+                if target:
+                    out.append((ids, target, self.sft / len(target), "sft"))
+        pg = [x for x in out if x[3] == "pg"]
+        sft = [x for x in out if x[3] == "sft"]
+        if self.sft_max and len(sft) > self.sft_max:  # the LM step's cost is mostly these
+            keep = sorted(torch.randperm(len(sft), generator=self.gen)[: self.sft_max].tolist())
+            sft = [sft[i] for i in keep]
+        return [(ids[-(room - len(t)):], t, w, k) for ids, t, w, k in pg + sft]
+
+    def update(self, steps: Sequence[Step]) -> dict[str, float]:
+        import torch
+
+        t0 = time.monotonic()
+        items = self._items(steps)
+        n_pg = sum(k == "pg" for *_, k in items)
+        n_sft = len(items) - n_pg
+        stats = {"lm_pg": n_pg, "lm_sft": n_sft, "lm_grad_norm": 0.0, "lm_steps": 0, "lm_loss": 0.0}
+        if items:
+            model = self.lm.model
+            model.eval()  # no dropout: the gradient of the policy the LM is
+            prev = [q.detach().clone() for q in self.params] if self.l2 > 0 else None
+            ref = self.ref
+            kls: list[float] = []
+            order = torch.randperm(len(items), generator=self.gen).tolist()
+            norms = []
+            for b in range(0, len(order), self.batch):
+                chunk = [items[i] for i in order[b : b + self.batch]]
+                if ref is None:
+                    picked, w = target_logps(model, chunk)
+                    loss = -(w * picked).sum() / len(chunk)
+                else:  # + kl x KL(start || new) over the next-token distributions there
+                    picked, w, logp = target_logps(model, chunk, full=True)
+                    with torch.no_grad():
+                        _, _, old = target_logps(ref, chunk, full=True)
+                    kl = (old.exp() * (old - logp)).sum(-1).mean()
+                    loss = -(w * picked).sum() / len(chunk) + self.kl * kl
+                    kls.append(float(kl.detach()))
+                if prev is not None:
+                    loss = loss + self.l2 * sum(((q - p0) ** 2).sum() for q, p0 in zip(self.params, prev))
+                self.opt.zero_grad()
+                loss.backward()
+                norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, self.clip)))
+                self.opt.step()
+                stats["lm_loss"] += float(loss.detach()) * len(chunk) / len(items)
+            stats["lm_grad_norm"] = round(sum(norms) / len(norms), 4)
+            stats["lm_loss"] = round(stats["lm_loss"], 5)
+            stats["lm_steps"] = len(norms)
+            if kls:
+                stats["lm_kl"] = round(sum(kls) / len(kls), 5)
+            self.lm.weights_changed()
+        with torch.no_grad():
+            stats["lm_drift"] = round(math.sqrt(sum(float(((q - q0) ** 2).sum()) for q, q0 in zip(self.params, self.start))), 4)
+        stats["lm_seconds"] = round(time.monotonic() - t0, 2)
+        return stats
+
+
 def policy_decider(policy: Any, sample: bool) -> DecideMany:
     def decide(obs: Sequence[Observation]) -> list[Decision]:
-        return [Decision(a.index, a.logprob, a.version) for a in policy.act_many(obs, sample=sample)]
+        return [Decision(a.index, a.logprob, a.version, a.value) for a in policy.act_many(obs, sample=sample)]
     return decide
 
 
@@ -196,13 +433,28 @@ def always_show_start(shipped: Any, pairs: Sequence[Pair], cache: ObservationCac
 # -- one learning run -------------------------------------------------------------------
 def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect_pool: list[Pair],
           measure_pairs: list[Pair], cache: ObservationCache, reward: RewardConfig,
-          log: Callable[[dict], None]) -> list[dict]:
+          log: Callable[[dict], None], lm_variant: str = "frozen", lm_start: dict | None = None,
+          nll_items: Sequence[tuple] = ()) -> list[dict]:
+    """One learning run. ``lm_variant`` ``pg`` / ``pg_sft``: the LM (``cache.lm``) learns
+    too (:class:`LMLearner`), from ``lm_start`` (its shipped weights, restored at the end);
+    every version after the first is then observed afresh (:class:`FreshCache`)."""
     import torch
 
     from specialists.tab.loop.bandit import LinUCB
     from specialists.tab.policy import PPOConfig, Sample
 
     torch.manual_seed(seed)
+    lm_learner: LMLearner | None = None
+    label = learner
+    if lm_variant != "frozen":
+        if learner == "bandit" or lm_start is None:
+            raise SystemExit("--lm pg / pg_sft: with ppo or ppo_stale, and the LM's start weights")
+        cache.lm.model.load_state_dict(lm_start)
+        cache.lm.weights_changed()
+        lm_learner = LMLearner(cache.lm, lm_variant, args.lm_lr, sft=args.lm_sft, l2=args.lm_l2, kl=args.lm_kl,
+                               clip=args.lm_clip, batch=args.lm_batch, seed=seed, sft_max=args.lm_sft_max)
+        label = f"{learner}+lm_{lm_variant}" + (f"_kl{args.lm_kl:g}" if args.lm_kl else "")
+    prompt_of = cache.lm._prompt if lm_learner is not None else None
     policy = copy.deepcopy(start)
     policy._gen = torch.Generator().manual_seed(seed)
     version0 = policy.version
@@ -220,10 +472,20 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     events_so_far = 0
     for turn in range(args.turns + 1):
         t0 = time.monotonic()
+        # the LM's weights of this version: the shipped ones (turn 0, or frozen) are in the
+        # shared cache; a trained version's observations are computed afresh
+        here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
-        row: dict[str, Any] = {"start": args._start, "learner": learner, "seed": seed, "turn": turn,
+        measured = rollout(measure_pairs, here, greedy, reward)
+        row: dict[str, Any] = {"start": args._start, "learner": label, "seed": seed, "turn": turn,
                                "events": events_so_far,
-                               **{k: round(v, 5) for k, v in measure(rollout(measure_pairs, cache, greedy, reward)).items()}}
+                               **{k: round(v, 5) for k, v in measure(measured).items()},
+                               "lm_shown": sum(s.lm_shown for s in measured),
+                               "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured)}
+        if lm_learner is not None:
+            row["measure_seconds"] = round(time.monotonic() - t0, 2)
+        if nll_items:
+            row["lm_nll"] = round(mean_nll(cache.lm, nll_items), 4)
         if turn == args.turns:
             row["seconds"] = round(time.monotonic() - t0, 2)
             rows.append(row)
@@ -235,7 +497,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         while len(batch) < per_turn:
             chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
             cursor += args.batch_sessions
-            batch += rollout(chunk, cache, explore, reward, limit=per_turn - len(batch))
+            batch += rollout(chunk, here, explore, reward, limit=per_turn - len(batch),
+                             prompt_of=prompt_of, typed=lm_variant == "pg_sft")
         batch = batch[:per_turn]
         events_so_far += len(batch)
         col = measure(batch)
@@ -253,10 +516,15 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             for k in ("kl", "grad_norm", "clip_frac", "entropy", "epochs", "is_weight", "is_clipped"):
                 row[k] = round(stats[f"tab/{k}"], 5)
             row["trained_on"] = sum(len(p) for p in kept)
+            if lm_learner is not None:  # after the policy's update, the LM's, on this turn's events
+                row.update(lm_learner.update(batch))
         row["seconds"] = round(time.monotonic() - t0, 2)
         rows.append(row)
         log(row)
     assert policy.version - version0 == (0 if bandit is not None else args.turns)
+    if lm_learner is not None:
+        cache.lm.model.load_state_dict(lm_start)  # the shared cache's LM again
+        cache.lm.weights_changed()
     return rows
 
 
@@ -408,6 +676,20 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-requests-per-pair", type=int, default=MAX_PER_PAIR,
                    help="replay each edit's first N requests only")
     p.add_argument("--batch-sessions", type=int, default=32, help="sessions stepped together in collection")
+    p.add_argument("--lm", default="frozen",
+                   help="the LM per run, comma-separated: frozen (the cache's), pg (policy gradient on "
+                        "the shown LM lines), pg_sft (that plus the user's typed line); see LMLearner")
+    p.add_argument("--lm-lr", type=float, default=1e-4, help="the LM's Adam learning rate (pg, pg_sft)")
+    p.add_argument("--lm-sft", type=float, default=0.5, help="pg_sft: weight of the typed line's mean log-likelihood")
+    p.add_argument("--lm-l2", type=float, default=0.0, help="pull towards the previous LM weights (0: none)")
+    p.add_argument("--lm-clip", type=float, default=1.0, help="the LM update's gradient-norm clip")
+    p.add_argument("--lm-kl", type=float, default=0.0,
+                   help="weight of KL(the run's start LM || new) at the trained positions (0: none)")
+    p.add_argument("--lm-batch", type=int, default=32, help="sequences per LM step")
+    p.add_argument("--lm-sft-max", type=int, default=1000,
+                   help="pg_sft: typed lines per update at most (a seeded sample of the turn's)")
+    p.add_argument("--lm-nll-lines", type=int, default=400,
+                   help="typed lines of the later history the LM's fit (lm_nll) is measured on")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache")
     p.add_argument("--threads", type=int, default=1)
@@ -417,6 +699,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     args.starts = [s for s in args.start.split(",") if s]
     learners = [s for s in args.learner.split(",") if s]
+    lm_variants = [s for s in args.lm.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
 
@@ -435,6 +718,7 @@ def main(argv: list[str] | None = None) -> dict:
     cache = ObservationCache(lm, config, cache_path(args.cache_dir, ckpt, config, lm.context_tokens, lm.anchor)
                              if args.cache_dir else None)
     shipped = TabPolicy.load(ckpt)
+    lm_start = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     if args.normalize_advantages:
         shipped.config.normalize_advantages = True
     reward = RewardConfig()
@@ -455,19 +739,26 @@ def main(argv: list[str] | None = None) -> dict:
                       ("always_ensemble", lambda obs: [Decision(default_row(o)) for o in obs])):
         ref[name] = {k2: round(v, 5) for k2, v in measure(rollout(later, cache, dec, reward)).items()}
     info["reference"] = ref
-    cache.save()
+    if cache.misses:  # runs in parallel share the file: write only what is new
+        cache.save()
     if args.warm_only:
         for i in range(0, len(collect_pool), 20):
             rollout(collect_pool[i:i + 20], cache, lambda obs: [Decision(default_row(o)) for o in obs], reward)
             cache.save()
             print(f"warm: {i + 20} of {len(collect_pool)} pairs, {len(cache)} states", file=sys.stderr, flush=True)
         return info
+    nll_items = typed_lines(lm, later, args.lm_nll_lines) if lm_variants != ["frozen"] else []
+    if nll_items:
+        info["lm_nll_lines"] = len(nll_items)
     print(json.dumps({"setup": info, "seconds": round(time.time() - t_start, 1)}), file=sys.stderr, flush=True)
 
     rows: list[dict] = []
     bc_info: dict[str, Any] = {}
     cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "show_rate", "accept_rate",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
+    if lm_variants != ["frozen"]:
+        cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_kl", "lm_grad_norm", "lm_drift",
+                 "lm_seconds", "measure_seconds"]
     print(" | ".join(cols))
 
     def log(row: dict) -> None:
@@ -491,11 +782,14 @@ def main(argv: list[str] | None = None) -> dict:
             for learner in learners:
                 if learner not in ("ppo", "ppo_stale", "bandit"):
                     raise SystemExit(f"unknown learner {learner!r}")
-                rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log)
-            cache.save()
+                for variant in lm_variants:
+                    rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log,
+                                  lm_variant=variant, lm_start=lm_start, nll_items=nll_items)
+            if cache.misses:
+                cache.save()
 
     result = checks(rows, args)
-    args.curve and plot(rows, Path(args.curve), args.starts, learners)
+    args.curve and plot(rows, Path(args.curve), args.starts, list(dict.fromkeys(r["learner"] for r in rows)))
     print(mean_table(rows))
     summary = {"setup": info, "always_show_fit": bc_info, **result,
                "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},

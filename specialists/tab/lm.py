@@ -455,6 +455,16 @@ class TabLM:
         self._loaded = True
         return self
 
+    def weights_changed(self) -> None:
+        """The model's weights were changed in place (an LM learning where it is deployed:
+        ``benchmarks/loop_learn.py --lm``): rebuild the fast pass over them — its output head
+        is a *copy* (the other tensors are views of the model's own) — and forget every
+        prompt state, score and line kept from the old weights (:class:`_Caches`)."""
+        self.load()
+        if isinstance(self.net, _FastGPT2):
+            self.net = _FastGPT2(self.model)
+        self._cache = _Caches.of_size(self._cache.prompts.size)
+
     def cache_stats(self) -> dict[str, int]:
         """Hits and misses of the reuse caches (prompts, scored sequences, LM lines)."""
         return self._cache.stats()
