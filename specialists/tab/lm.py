@@ -463,6 +463,8 @@ class TabLM:
         self.load()
         if isinstance(self.net, _FastGPT2):
             self.net = _FastGPT2(self.model)
+            if self.int8:  # the int8 copies are of the old weights
+                self.net.quantize()
         self._cache = _Caches.of_size(self._cache.prompts.size)
 
     def cache_stats(self) -> dict[str, int]:

@@ -100,3 +100,24 @@ def test_kl_guard_reports_and_still_follows_the_reward(tiny_checkpoint) -> None:
     second = learner.update([_step(lm, 0.75)])
     assert second["lm_kl"] > 0
     assert _score(lm) > before
+
+
+def test_weights_changed_requantises_an_int8_lm(tiny_checkpoint) -> None:
+    """An int8 LM's products are copies of the weights: after an in-place change they are
+    made again, so the served logits follow the new weights."""
+    import torch
+
+    from specialists.tab.lm import TabLM
+
+    lm = TabLM(tiny_checkpoint, context_tokens=48, int8=True).load()
+    exact = TabLM(tiny_checkpoint, context_tokens=48).load()  # float32, changed the same way
+    before = _score(lm)
+    with torch.no_grad():
+        for model in (lm.model, exact.model):
+            for p in model.parameters():
+                p.mul_(1.5)
+    lm.weights_changed()
+    exact.weights_changed()
+    assert lm.net.int8 is not None and lm.net.head_int8 is not None
+    after, wanted = _score(lm), _score(exact)
+    assert abs(after - before) > 20 * abs(after - wanted)  # moved with the weights, to them
