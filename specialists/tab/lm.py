@@ -201,16 +201,18 @@ class _FastGPT2:
     def quantize(self) -> None:
         """Run every matrix product (the blocks' four and the head) in int8: weights with a
         scale per output column, each activation row with its own (:func:`_int8_product`).
-        On this CPU it takes ~23% off a keystroke's CPU (BENCHMARKS, "Tab under
+        On this CPU it takes ~20% off a keystroke's CPU (BENCHMARKS, "Tab under
         concurrency"); logits move by ~1% of their largest magnitude, and 1,998 of 2,000
         held-out greedy decisions stayed the same. Float32 stays for the KV cache,
-        attention, layer norms and softmax."""
+        attention, layer norms and softmax, and for the one-row steps of the LM's own line
+        (``int8=False`` in the calls: there quantising costs more than it saves)."""
         self.int8 = [tuple(_int8_columns(w) for w in (aw, pw, fw, qw))
                      for (_, _, aw, _, pw, _, _, _, fw, _, qw, _) in self.layers]
         self.head_int8 = _int8_columns(self.head)
 
-    def forward(self, ids: Any, past: list | None) -> tuple[Any, list]:
-        """ids (B, T) after ``past`` (per layer (k, v) of (B, H, P, D)) -> final hidden (B, T, C)."""
+    def forward(self, ids: Any, past: list | None, int8: bool = True) -> tuple[Any, list]:
+        """ids (B, T) after ``past`` (per layer (k, v) of (B, H, P, D)) -> final hidden (B, T, C).
+        ``int8``: through the int8 copies when the pass has them (:meth:`quantize`)."""
         torch = self.torch
         T = ids.shape[1]
         P = 0 if past is None else past[0][0].shape[2]
@@ -218,10 +220,10 @@ class _FastGPT2:
         mask = None
         if past is not None and T > 1:
             mask = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
-        return self._blocks(x, past, mask, causal=past is None and T > 1)
+        return self._blocks(x, past, mask, causal=past is None and T > 1, int8=int8)
 
-    def _blocks(self, x: Any, past: list | None, mask: Any, causal: bool = False
-                ) -> tuple[Any, list]:
+    def _blocks(self, x: Any, past: list | None, mask: Any, causal: bool = False,
+                int8: bool = True) -> tuple[Any, list]:
         """The transformer blocks over embedded tokens x (B, T, C) after ``past``, attention
         limited by ``mask`` (or causal): final hidden (B, T, C) and per layer the (k, v)
         of the past and these tokens."""
@@ -229,10 +231,10 @@ class _FastGPT2:
         B, T, C = x.shape
         H, D = self.n_head, C // self.n_head
         new_past = []
-        int8 = self.int8
+        packed = self.int8 if int8 else None
 
         def mm(bias: Any, a: Any, w: Any, layer: int, j: int) -> Any:
-            return torch.addmm(bias, a, w) if int8 is None else _int8_product(a, int8[layer][j], bias)
+            return torch.addmm(bias, a, w) if packed is None else _int8_product(a, packed[layer][j], bias)
 
         for i, (l1w, l1b, aw, ab, pw, pb, l2w, l2b, fw, fb, qw, qb) in enumerate(self.layers):
             h = F.layer_norm(x, (C,), l1w, l1b, self.eps)
@@ -250,7 +252,7 @@ class _FastGPT2:
         return F.layer_norm(x, (C,), self.lnf[0], self.lnf[1], self.eps), new_past
 
     def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False,
-                     shared: Sequence[bool] | None = None) -> tuple[Any, list[Any]]:
+                     shared: Sequence[bool] | None = None, int8: bool = True) -> tuple[Any, list[Any]]:
         """Several requests' tokens in one pass, each row after its own KV cache (or none).
 
         A row is ``(segments, past)``: every segment starts right after ``past`` (same
@@ -270,7 +272,7 @@ class _FastGPT2:
         shared = list(shared) if shared is not None else [False] * B
         if B == 1 and len(rows[0][0]) == 1:  # one sequence: no padding, no mask to build
             segments, past = rows[0]
-            hidden, extended = self.forward(torch.tensor([list(segments[0])]), past)
+            hidden, extended = self.forward(torch.tensor([list(segments[0])]), past, int8)
             return hidden, [extended if keep else None]
         flat: list[list[int]] = []
         segs: list[list[int]] = []
@@ -305,7 +307,7 @@ class _FastGPT2:
             pasts = self._padded([past for _, past in rows], Pm)
         else:
             mask, pasts = own[:, None], None
-        hidden, kv = self._blocks(x, pasts, mask)
+        hidden, kv = self._blocks(x, pasts, mask, int8=int8)
         new: list[Any] = [None] * B
         if keep:
             for b, ((segments, past), n) in enumerate(zip(rows, (len(t) for t in flat))):
@@ -336,8 +338,8 @@ class _FastGPT2:
                         pad_sequence(vs, batch_first=True).transpose(1, 2)))
         return out
 
-    def logits(self, hidden: Any) -> Any:
-        if self.head_int8 is None:
+    def logits(self, hidden: Any, int8: bool = True) -> Any:
+        if self.head_int8 is None or not int8:
             return hidden @ self.head
         rows = _int8_product(hidden.reshape(-1, hidden.shape[-1]), self.head_int8)
         return rows.view(*hidden.shape[:-1], rows.shape[-1])
@@ -354,7 +356,7 @@ class _HFModel:
         self.max_positions = getattr(model.config, "max_position_embeddings", None) or \
             getattr(model.config, "n_positions", 2048)
 
-    def forward(self, ids: Any, past: Any) -> tuple[Any, Any]:
+    def forward(self, ids: Any, past: Any, int8: bool = True) -> tuple[Any, Any]:
         import copy
         import warnings
 
@@ -368,7 +370,7 @@ class _HFModel:
         return out.hidden_states[-1], out.past_key_values
 
     def forward_rows(self, rows: Sequence[tuple[Sequence[Sequence[int]], Any]], keep: bool = False,
-                     shared: Sequence[bool] | None = None) -> tuple[Any, list[Any]]:
+                     shared: Sequence[bool] | None = None, int8: bool = True) -> tuple[Any, list[Any]]:
         """:meth:`_FastGPT2.forward_rows` one segment at a time (transformers' caches do not
         pad): the same answers, none of the sharing (and no shared prefixes)."""
         if shared is not None and any(shared):
@@ -385,7 +387,7 @@ class _HFModel:
             new.append(cache if keep and len(segments) == 1 else None)
         return torch.nn.utils.rnn.pad_sequence(outs, batch_first=True), new
 
-    def logits(self, hidden: Any) -> Any:
+    def logits(self, hidden: Any, int8: bool = True) -> Any:
         return self.model.get_output_embeddings()(hidden)
 
 
@@ -750,9 +752,11 @@ class TabLM:
             short = [run for run in runs if len(run.tokens) <= step]
             if not short:
                 return
+            # float32 here: a step is a row or two, where int8's quantising costs more than
+            # it saves (always float32 here, so a line never depends on its batch)
             hidden, pasts = self.net.forward_rows([([[run.tokens[-1]]], run.past) for run in short],
-                                                  keep=True)
-            logp = torch.log_softmax(self.net.logits(hidden[:, 0]).float(), dim=-1)  # (B, V)
+                                                  keep=True, int8=False)
+            logp = torch.log_softmax(self.net.logits(hidden[:, 0], int8=False).float(), dim=-1)  # (B, V)
             best = torch.argmax(logp, dim=-1)
             picked = logp.gather(1, best[:, None])[:, 0].tolist()
             for run, tok, lp, past in zip(short, best.tolist(), picked, pasts):
