@@ -216,17 +216,15 @@ def action_record(result: Any) -> Any:
     from specialists.tab.events import ActionRecord
 
     shown = result.output is not None
-    # a rule decided what the user saw (a jump or a rewrite in the policy's place, or its
-    # insertion held back): the trainer then credits the policy's action as showing nothing
-    rule = ("jump" if meta.get("jump") else "rewrite" if meta.get("fallback")
-            else "held" if meta.get("held") else None)
+    # meta["rule"]: a rule decided what the user saw (a jump or a rewrite in the policy's
+    # place, or its insertion held back); the trainer credits the policy's action as nothing
     return ActionRecord(
         request_id=str(meta["request_id"]), policy_version=str(meta["policy_version"]),
         action=str(meta.get("action", 0)), logprob=float(meta.get("logprob", 0.0)),
         shown=shown, features=meta["features"],
         suggestion=result.output["text"] if shown else None,
         latency_ms=float(meta.get("latency_ms") or 0.0),
-        kind=result.output.get("kind") if shown else None, rule=rule)
+        kind=result.output.get("kind") if shown else None, rule=meta.get("rule"))
 
 
 async def _log_async(state: Any, result: Any) -> None:

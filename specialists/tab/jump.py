@@ -1,10 +1,10 @@
 """When to show a jump: the next edit's location, decided apart from the policy (issue 15).
 
 The policy (``policy.py``) picks among insertions and rewrites, or nothing; it stays the
-shipped one, its features unchanged. Around it (:func:`with_jumps`, and the served
-specialist alike): its insertion is held back where the latest edit looks finished
-(:func:`held`); where it then shows nothing, a rewrite right at the cursor
-(:func:`rewrite_at_cursor`), else a jump. A jump candidate
+shipped one, its features unchanged. Around it (:func:`apply_rules`, for the harness's
+:func:`with_jumps` and the served specialist alike): its insertion is held back where the
+latest edit looks finished (:func:`held`); where it then shows nothing, a rewrite right at
+the cursor (:func:`rewrite_at_cursor`), else a jump. A jump candidate
 (``context_copy.jump_candidates``) is shown when every gate holds; the gates are what
 separated right jumps from wrong ones on the development projects (attrs, click, flask,
 rich; ``benchmarks/tab_jump_signals.py``, BENCHMARKS "Jumps and per-kind figures"):
@@ -29,7 +29,7 @@ from specialists.tab.context_copy import Jump, jump_candidates
 from specialists.tab.features import Observation
 from specialists.tab.replay import TRIGGER_CHARS, Suggestion, TabRequest
 
-__all__ = ["JumpRule", "edit_finished", "held", "rewrite_at_cursor", "with_jumps"]
+__all__ = ["JumpRule", "apply_rules", "edit_finished", "held", "rewrite_at_cursor", "with_jumps"]
 
 _PAIRS = (("(", ")"), ("[", "]"), ("{", "}"))
 
@@ -95,14 +95,26 @@ def held(suggestion: Suggestion | None, req: TabRequest) -> bool:
     return suggestion is not None and suggestion.kind == "insert" and edit_finished(req)
 
 
+def apply_rules(sug: Suggestion | None, req: TabRequest, obs: Observation, rule: JumpRule,
+                rewrites: bool = False, hold: bool = False
+                ) -> tuple[Suggestion | None, str | None, str]:
+    """What is shown around the policy's ``sug``: with ``hold``, an insertion :func:`held`
+    back; where nothing is left, a rewrite at the cursor (``rewrites``), else a jump.
+    Returns (what is shown or None, the rule that decided it — ``rewrite``, ``jump``,
+    ``held`` — or None where the policy's own choice stands, the rule's ``source``)."""
+    held_back = hold and held(sug, req)
+    if sug is not None and not held_back:
+        return sug, None, ""
+    if rewrites and (rewrite := rewrite_at_cursor(obs)) is not None:
+        return rewrite, "rewrite", "next_edit"
+    if (jump := rule.pick(req)) is not None:
+        return Suggestion(jump.start, jump.end, "", jump=True), "jump", jump.kind
+    return None, "held" if held_back else None, ""
+
+
 def with_jumps(decide: Callable[..., Suggestion | None], rule: JumpRule, rewrites: bool = False,
                hold: bool = False) -> Callable[..., Suggestion | None]:
-    """``decide`` (a harness decider: request, observation) with, where it shows nothing —
-    or, with ``hold``, an insertion :func:`held` back — a rewrite at the cursor
-    (``rewrites``) or else a jump."""
+    """``decide`` (a harness decider: request, observation) with :func:`apply_rules` around it."""
     def decide_or_jump(req: TabRequest, obs: Observation) -> Suggestion | None:
-        sug = decide(req, obs)
-        if hold and held(sug, req):
-            sug = None
-        return sug or (rewrite_at_cursor(obs) if rewrites else None) or rule.suggestion(req)
+        return apply_rules(decide(req, obs), req, obs, rule, rewrites, hold)[0]
     return decide_or_jump

@@ -130,7 +130,7 @@ class TabOptions(SpecialistOptions):
     only its new tokens on the previous prompt's cache (0: a sliding window, no reuse)."""
     int8: bool = False
     """The LM's matrix products in int8 (weights per output column, each activation row on
-    its own: an answer does not depend on its batch). ~23% less CPU a keystroke; logits move
+    its own: an answer does not depend on its batch). ~20% less CPU a keystroke; logits move
     by ~1% of their largest magnitude (BENCHMARKS, "Tab under concurrency"). GPT-2 only."""
     max_batch: int = Field(16, ge=1)
     """Most requests the model worker takes in one turn (``submit``)."""
@@ -519,7 +519,10 @@ class TabSpecialist(Specialist):
             deliver(i, self._result(job, obs, action))
 
     def _result(self, job: _Job, obs: Any, action: Any) -> Result:
-        from specialists.tab.jump import held, rewrite_at_cursor
+        """The answer: the policy's choice, with the hold, rewrite and jump rules around it
+        (:func:`~specialists.tab.jump.apply_rules`); ``meta["rule"]`` names the rule that
+        decided, for the event store."""
+        from specialists.tab.jump import JumpRule, apply_rules
 
         meta = {**job.meta, "policy_version": action.version, "logprob": round(action.logprob, 4),
                 "prob_show": round(action.prob_show, 4), "action": action.index}
@@ -527,38 +530,25 @@ class TabSpecialist(Specialist):
             from specialists.tab.features import features_json
 
             meta["features"] = features_json(obs)
-        s, rewrite, source = action.suggestion, False, ""
-        if self.hold_finished and held(s, job.req):
-            s, meta["held"] = None, True
-        if s is not None:
-            cand = obs.candidates[int(obs.rows[action.index - 1][0])]
-            rewrite, source = cand.is_rewrite, cand.source
-        elif self.rewrite_fallback and (s := rewrite_at_cursor(obs)) is not None:
-            rewrite, source, meta["fallback"] = True, "next_edit", True
+        s, rule, source = apply_rules(action.suggestion, job.req, obs, JumpRule(self.jump_max_lines),
+                                      self.rewrite_fallback, self.hold_finished)
+        if rule is not None:
+            meta["rule"] = rule
         if s is None:
-            reason = "held back: the edit looks finished" if meta.get("held") else "policy chose not to show"
-            return self._jump(job, meta) or self._nothing(reason, job.t0, meta)
+            reason = "held back: the edit looks finished" if rule == "held" else "policy chose not to show"
+            return self._nothing(reason, job.t0, meta)
+        if rule is None:  # the policy's own candidate
+            cand = obs.candidates[int(obs.rows[action.index - 1][0])]
+            kind, source = ("next_edit" if cand.is_rewrite else "completion"), cand.source
+        else:
+            kind = "jump" if s.jump else "next_edit"
+        # a jump's text is empty (nothing is typed): ``range`` is the next edit's line
         out = {"range": {"start": s.start + job.offset, "end": s.end + job.offset}, "text": s.text,
-               "kind": "next_edit" if rewrite else "completion", "source": source}
+               "kind": kind, "source": source}
         meta["latency_ms"] = round((time.perf_counter() - job.t0) * 1000, 2)
-        # a fallback rewrite has no probability of its own: the policy's was for another choice
-        return Result(output=out, confidence=round(action.prob_show, 4) if s is action.suggestion else None,
+        # a rule's answer has no probability of its own: the policy's was for another choice
+        return Result(output=out, confidence=round(action.prob_show, 4) if rule is None else None,
                       meta=meta)
-
-    def _jump(self, job: _Job, meta: dict[str, Any]) -> Result | None:
-        """Where the policy shows nothing: the next edit's line, when the jump rule says so.
-        ``range`` is that line of the request's file; ``text`` is empty (nothing is typed)."""
-        from specialists.tab.jump import JumpRule
-
-        if not self.jump_max_lines:
-            return None
-        jump = JumpRule(max_lines=self.jump_max_lines).pick(job.req)
-        if jump is None:
-            return None
-        out = {"range": {"start": jump.start + job.offset, "end": jump.end + job.offset}, "text": "",
-               "kind": "jump", "source": jump.kind}
-        meta = {**meta, "jump": True, "latency_ms": round((time.perf_counter() - job.t0) * 1000, 2)}
-        return Result(output=out, confidence=None, meta=meta)
 
     @staticmethod
     def _nothing(reason: str, t0: float, meta: dict[str, Any], **extra: Any) -> Result:

@@ -309,7 +309,7 @@ def test_a_held_insertion_is_logged_as_the_rules_doing() -> None:
     from specialists.base import Result
 
     meta = {"request_id": "r1", "policy_version": 7, "action": 3, "logprob": -0.2, "features": "{}"}
-    held_row = action_record(Result(output=None, abstained=True, meta={**meta, "held": True}))
+    held_row = action_record(Result(output=None, abstained=True, meta={**meta, "rule": "held"}))
     assert (held_row.action, held_row.shown, held_row.kind, held_row.rule) == ("3", False, None, "held")
     out = {"range": {"start": 0, "end": 0}, "text": "x", "kind": "completion", "source": "lm"}
     own = action_record(Result(output=out, meta=meta))
