@@ -262,29 +262,38 @@ async def deploy(body: DeployBody, request: Request,
     """Hot-swap a policy version. It is loaded completely, then swapped in under the Tab
     specialist's model lock: requests in flight finish on the old version, none sees a
     half-loaded one, and nothing restarts. Every deploy is logged in the event store."""
-    from specialists.tab.policy import TabPolicy
-
     store = _policy_store(request)
     store.lineage(body.version)  # 404 naming the known versions if it does not exist
+    previous = await _deploy_version(request, store, _swap(spec), body.version)
+    # with replicas (--engine ray): which switched when, for the deploy log
+    report = getattr(spec, "swap_report", None)
+    detail = report() if callable(report) else {}
+    await _record(request, str(body.version), body.event, previous=previous, **detail)
+    return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
+
+
+def _swap(spec: Any) -> Any:
+    """The specialist's ``swap``, or a 409 saying there is none."""
     swap = getattr(spec, "swap", None)
     if swap is None:
         from router.errors import Conflict
 
         raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
                        "hot-swap a policy")
-    policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
-    async with _deploy_lock(request.app.state):  # a worker following the store waits
-        previous = await run_in_threadpool(swap, policy)
+    return swap
+
+
+async def _deploy_version(request: Request, store: Any, swap: Any, version: int) -> int:
+    """Load ``version`` completely, then swap it in and point the store at it under the
+    deploy lock (a worker following the store waits); the version it replaced."""
+    from specialists.tab.policy import TabPolicy
+
+    policy = await run_in_threadpool(TabPolicy.load, store.path(version))
+    async with _deploy_lock(request.app.state):
+        previous: int = await run_in_threadpool(swap, policy)
         store.clear_canary()  # the swap ended any canary (it was measured against `previous`)
-        store.set_deployed(body.version)
-    events = getattr(request.app.state, "events", None)
-    # with replicas (--engine ray): which switched when, for the deploy log
-    report = getattr(spec, "swap_report", None)
-    detail = report() if callable(report) else {}
-    if events is not None:
-        await run_in_threadpool(events.record_deploy, str(body.version), body.event,
-                                previous=previous, **detail)
-    return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
+        store.set_deployed(version)
+    return previous
 
 
 class CanaryBody(BaseModel):
@@ -335,21 +344,12 @@ async def canary(body: CanaryBody, request: Request,
 async def promote(request: Request, spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
     """Deploy the canary's version to everyone (the canary ends)."""
     from router.errors import Conflict
-    from specialists.tab.policy import TabPolicy
 
     store = _policy_store(request)
     running = store.canary()
     if running is None:
         raise Conflict("no canary is running; start one with POST /v1/tab/canary")
-    swap = getattr(spec, "swap", None)
-    if swap is None:
-        raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
-                       "hot-swap a policy")
-    policy = await run_in_threadpool(TabPolicy.load, store.path(running["version"]))
-    async with _deploy_lock(request.app.state):
-        previous = await run_in_threadpool(swap, policy)
-        store.clear_canary()
-        store.set_deployed(running["version"])
+    previous = await _deploy_version(request, store, _swap(spec), running["version"])
     await _record(request, str(running["version"]), "canary_promoted", previous=previous,
                   share=running["share"], started_at=running["started_at"])
     return {"deployed": running["version"], "previous": previous, "event": "canary_promoted"}
