@@ -159,12 +159,11 @@ def judge_canary(candidate_events: Sequence[Any], deployed_events: Sequence[Any]
                       time.monotonic() - t0, reason, diff, low, high, n_new)
 
 
-def _verdict(diff: float, low: float, high: float, margin: float, units: str,
-             words: tuple[str, str] = ("ships", "held back")) -> tuple[bool, str]:
+def _verdict(diff: float, low: float, high: float, margin: float, units: str) -> tuple[bool, str]:
     passed = low >= -margin
     return passed, (f"difference {diff:+.4f} (95% CI {low:+.4f} to {high:+.4f}, {units}); "
-                    f"{words[0]} when the low end is at least {-margin:+.4f}: "
-                    + (words[0] if passed else words[1]))
+                    f"ships when the low end is at least {-margin:+.4f}: "
+                    + ("ships" if passed else "held back"))
 
 
 class Gate:

@@ -130,15 +130,22 @@ def run_live(args: LiveArgs, events: EventStore, store: PolicyStore,
     return done
 
 
+def _labelled_counts(events: EventStore, versions: list[int], since: float | None = None
+                     ) -> tuple[int, ...]:
+    """Each version's labelled events (``since``: decided from then on), after counting every
+    shown suggestion nobody answered in time as rejected; counted in SQL
+    (``version_stats``), not by loading every event's features."""
+    events.expire_stale()
+    counts = {row["version"]: row["events"] for row in events.version_stats(since=since)}
+    return tuple(counts.get(str(v), 0) for v in versions)
+
+
 def _wait_for_events(args: LiveArgs, events: EventStore, version: int,
                      progress: Callable[[str], None]) -> bool:
     started = time.monotonic()
     last = -1
     while True:
-        events.expire_stale()  # a shown suggestion nobody answered counts as rejected
-        # counted in SQL (version_stats), not by loading every event's features
-        have = next((row["events"] for row in events.version_stats()
-                     if row["version"] == str(version)), 0)
+        (have,) = _labelled_counts(events, [version])
         if have >= args.min_events:
             return True
         if have != last:
@@ -223,14 +230,11 @@ def _wait_for_arms(args: LiveArgs, events: EventStore, store: PolicyStore,
     the canary stopped meanwhile (promoted, aborted or replaced by hand); ``waiting`` when
     ``wait_s`` ran out."""
     started = time.monotonic()
-    last: tuple[int, int] | None = None
+    last: tuple[int, ...] | None = None
     while True:
         if store.canary() != running or store.deployed() != deployed:
             return "ended"
-        events.expire_stale()
-        counts = {row["version"]: row["events"]
-                  for row in events.version_stats(since=running["started_at"])}
-        have = (counts.get(str(running["version"]), 0), counts.get(str(deployed), 0))
+        have = _labelled_counts(events, [running["version"], deployed], since=running["started_at"])
         if min(have) >= args.canary_min_events:
             return "ready"
         if have != last:
