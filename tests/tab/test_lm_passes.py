@@ -271,3 +271,33 @@ def test_int8_products_answer_alone_as_batched_and_near_float32(tiny_checkpoint)
     for x, y in zip(a, b):
         assert x.token_ends == y.token_ends
         assert x.token_logprobs == pytest.approx(y.token_logprobs, abs=0.25)
+
+
+def test_numpy_step_equals_the_torch_pass(lm) -> None:
+    """The LM's own line decodes in numpy (``_FastGPT2.step``): each step's token and
+    log-probability, and the cache it extends, are the torch pass's to float rounding —
+    for a cache from a pass (torch) and for one from an earlier step (numpy), and for
+    several rows at once."""
+    import numpy as np
+    import torch
+
+    rng = random.Random(1)
+    net = lm.net
+    with torch.inference_mode():
+        prompts = [[rng.randrange(300) for _ in range(n)] for n in (3, 17, 40)]
+        states = []
+        for p in prompts:
+            _, past = net.forward(torch.tensor([p[:-1]]), None)
+            states.append((p[-1], past, p[-1], past))  # (torch token, torch cache, numpy's)
+        for _ in range(5):
+            stepped = net.step([(tok, past) for _, _, tok, past in states])
+            nxt = []
+            for (tok, past, _, _), (best, lp, cache) in zip(states, stepped):
+                hidden, pasts = net.forward_rows([([[tok]], past)], keep=True, int8=False)
+                logp = torch.log_softmax(net.logits(hidden[:, 0], int8=False), dim=-1)[0]
+                assert best == int(logp.argmax())
+                assert lp == pytest.approx(float(logp[best]), abs=1e-4)
+                for (k, v), (k2, v2) in zip(pasts[0], cache):
+                    assert np.allclose(k[0].numpy(), k2, atol=1e-4) and np.allclose(v[0].numpy(), v2, atol=1e-4)
+                nxt.append((best, pasts[0], best, cache))
+            states = nxt
