@@ -157,11 +157,18 @@ class TabPolicy:
         self.trained_with: dict[str, Any] = {}
         """The training arguments saved with a loaded policy (LM prompt length and the like)."""
         self._gen = torch.Generator().manual_seed(seed)
+        self._np: dict[str, Any] | None = None
+        """numpy views of the head's weights, for acting (:meth:`_head_numpy`)."""
 
     # -- acting ------------------------------------------------------------------------
     def _tensors(self, obs_list: Sequence[Observation]) -> tuple[Any, Any, Any, Any]:
-        import numpy as np
         import torch
+
+        return tuple(torch.from_numpy(a) for a in self._arrays(obs_list))  # type: ignore[return-value]
+
+    def _arrays(self, obs_list: Sequence[Observation]) -> tuple[Any, Any, Any, Any]:
+        """The head's inputs: state (B, S), hidden (B, C), actions (B, A, F), mask (B, A)."""
+        import numpy as np
 
         B = len(obs_list)
         A = max(1, max(len(o.rows) for o in obs_list))
@@ -177,8 +184,32 @@ class TabPolicy:
         C = self.config.hidden_size
         hidden = np.stack([o.hidden if len(o.hidden) == C else np.zeros(C, np.float32) for o in obs_list]) \
             if C else np.zeros((B, 0), np.float32)
-        return (torch.from_numpy(state), torch.from_numpy(hidden.astype(np.float32)),
-                torch.from_numpy(actions), torch.from_numpy(mask))
+        return state, hidden.astype(np.float32, copy=False), actions, mask
+
+    def _head_numpy(self, state: Any, hidden: Any, actions: Any, mask: Any) -> tuple[Any, Any]:
+        """The head's forward (logits (B, 1 + A), value (B,)) in numpy over views of its
+        weights — what ``self.net`` computes, to float rounding, for acting on a keystroke:
+        a few small products, where torch's per-op dispatch cost more than the maths
+        (issue 17). The state's share of the first action layer is computed once per row,
+        not once per candidate. Training and :meth:`logprobs` stay in torch."""
+        import numpy as np
+
+        if self._np is None:  # views: an optimizer step or load_state_dict updates them
+            self._np = {k: v.detach().numpy() for k, v in self.net.state_dict(keep_vars=True).items()}
+        w = self._np
+        z = np.tanh(((state - w["s_mean"]) / w["s_std"]) @ w["state.0.weight"].T + w["state.0.bias"])
+        if "lm_proj.weight" in w:
+            z += np.tanh(hidden @ w["lm_proj.weight"].T + w["lm_proj.bias"])
+        n_action = actions.shape[2]
+        first = w["action.0.weight"]  # (W, F + W): the candidate's features, then the state's
+        h = ((actions - w["a_mean"]) / w["a_std"]) @ first[:, :n_action].T
+        h += (z @ first[:, n_action:].T + w["action.0.bias"])[:, None, :]
+        scores = np.tanh(h) @ w["action.2.weight"][0] + w["action.2.bias"][0]  # (B, A)
+        scores[~mask] = -np.inf
+        logits = np.concatenate([z @ w["none.weight"].T + w["none.bias"], scores], 1)
+        value = np.tanh(z @ w["value.0.weight"].T + w["value.0.bias"]) @ w["value.2.weight"][0] \
+            + w["value.2.bias"][0]
+        return logits, value
 
     def act(self, obs: Observation, sample: bool = True) -> Action:
         """Draw an action (``sample=False``: the most likely one) with its log-probability."""
@@ -187,22 +218,23 @@ class TabPolicy:
     def act_many(self, obs_list: Sequence[Observation], sample: bool = True) -> list[Action]:
         """:meth:`act` for several observations: one forward pass of the head, then each
         draw in order (the same draws as one ``act`` after another)."""
+        import numpy as np
         import torch
 
-        with torch.inference_mode():
-            logits, value = self.net(*self._tensors(obs_list))  # (B, 1 + A), (B,)
-            out = []
-            for b, obs in enumerate(obs_list):
-                # this row as act() alone would see it (the same width: the same random draws)
-                logp = torch.log_softmax(logits[b, : 1 + max(1, len(obs.rows))], dim=-1)
-                if sample:
-                    idx = int(torch.multinomial(logp.exp(), 1, generator=self._gen))
-                else:
-                    idx = int(torch.argmax(logp))
-                sug = obs.suggestion(idx - 1) if idx > 0 else None
-                out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
-                                  suggestion=sug, value=float(value[b]),
-                                  prob_show=float(1.0 - logp[0].exp())))
+        logits, value = self._head_numpy(*self._arrays(obs_list))  # (B, 1 + A), (B,)
+        out = []
+        for b, obs in enumerate(obs_list):
+            # this row as act() alone would see it (the same width: the same random draws)
+            row = logits[b, : 1 + max(1, len(obs.rows))]
+            logp = row - (row.max() + np.log(np.exp(row - row.max()).sum()))
+            if sample:
+                idx = int(torch.multinomial(torch.from_numpy(np.exp(logp)), 1, generator=self._gen))
+            else:
+                idx = int(np.argmax(logp))
+            sug = obs.suggestion(idx - 1) if idx > 0 else None
+            out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
+                              suggestion=sug, value=float(value[b]),
+                              prob_show=float(1.0 - np.exp(logp[0]))))
         return out
 
     def logprobs(self, obs_list: Sequence[Observation], indices: Sequence[int]) -> list[float]:

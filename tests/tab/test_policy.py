@@ -75,3 +75,35 @@ def test_save_and_load_round_trip(tmp_path) -> None:
     assert loaded.version == 3
     a, b = policy.act(obs, sample=False), loaded.act(obs, sample=False)
     assert a.index == b.index and a.logprob == pytest.approx(b.logprob, abs=1e-6)
+
+
+def test_acting_in_numpy_equals_the_torch_head_before_and_after_an_update() -> None:
+    """``act_many`` runs the head in numpy over views of its weights (issue 17): its logits
+    and value are the torch head's to float rounding — also after an update has changed the
+    weights in place, and with the LM's hidden state as an input."""
+    import numpy as np
+    import torch
+
+    obs_list = [_obs(), observe(TabRequest(file="zzz", cursor=3, language="python")),
+                observe(TabRequest(file="def f(a):\n    return a\n\nf(", cursor=22, language="python"))]
+    hidden = 8
+    for o in obs_list:
+        o.hidden = np.linspace(-1, 1, hidden, dtype=np.float32)
+    policy = TabPolicy(PolicyConfig(hidden_size=hidden, lr=0.05), seed=3)
+    policy.fit_normalizer(obs_list)
+
+    def same() -> None:
+        with torch.inference_mode():
+            logits, value = policy.net(*policy._tensors(obs_list))
+        ln, vn = policy._head_numpy(*policy._arrays(obs_list))
+        assert np.array_equal(np.isfinite(ln), np.isfinite(logits.numpy()))
+        finite = np.isfinite(ln)
+        assert np.allclose(ln[finite], logits.numpy()[finite], atol=1e-5)
+        assert np.allclose(vn, value.numpy(), atol=1e-5)
+
+    same()
+    before = policy._head_numpy(*policy._arrays(obs_list))[0].copy()
+    policy.train_step([Sample(obs=o, action=policy.act(o), reward=1.0) for o in obs_list])
+    same()
+    assert not np.allclose(before[np.isfinite(before)],
+                           policy._head_numpy(*policy._arrays(obs_list))[0][np.isfinite(before)])
