@@ -28,9 +28,10 @@ from typing import Callable
 
 import numpy as np
 
+from specialists.apply import align_kernel
 from specialists.apply.markers import LineKind
 
-__all__ = ["Alignment", "Costs", "align", "MAX_CELLS"]
+__all__ = ["Alignment", "Costs", "align", "warm", "MAX_CELLS"]
 
 MAX_CELLS = 2_000_000
 _INF = np.int64(1) << 50
@@ -94,7 +95,14 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
     return early, problem.trace(late=True) if problem.branched else early
 
 
-_Row = tuple[np.ndarray, np.ndarray, np.ndarray]
+def warm() -> None:
+    """Load (or, on a cold cache, compile: about 4 s) the compiled forward pass now rather
+    than on the first sketch (about 0.5 CPU s from the cache)."""
+    align(["a", "b"], [0, 0], ["a", "x", "b"], [0, 0, 0], [0, 0, 0], 0, {},
+          lambda key: False)
+
+
+_Row = np.ndarray  # (F0, F1, FI) over original positions: rows[j]
 
 
 class _Problem:
@@ -130,14 +138,12 @@ class _Problem:
         dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
         self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
         np.cumsum(dcost, out=self.D[1:])
-        self.D_open = self.D[1:] + costs.delete_open  # a run of deletions opened after H
         self.fnb = _first_nonblank_widths(oblank, self.ow)
-        self.inf_row = np.full(n + 1, _INF, dtype=np.int64)
         self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
         self.joined: str | None = None
         self.starts = _NONE
         self.char_counts: dict[int, dict[str, int]] = {}  # original line: its characters
-        self.insert_costs: dict[int, np.ndarray | int] = {}
+        self.insert_rules: dict[int, tuple[int, bool]] = {}
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
         # A block that changes nothing is not something a writer sends, so ending one costs
@@ -148,10 +154,11 @@ class _Problem:
         for j in range(m):
             self.has_block[j + 1] = kinds[j] == LineKind.CODE or (
                 self.has_block[j] and kinds[j] == LineKind.REMOVE)
-        self.rows: list[_Row] = []  # (F0, F1, FI) before each item, and after the last
-        self.rows_h: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None] = []
-        # each marker's block_end and that plus its marker_pen (two of a row's four slots)
-        self.marker_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # rows[j]: (F0, F1, FI) before item j, and after the last; rows_h[j]: a code or
+        # remove row's (A0, A1, AI, M1), a marker's (block end, that plus its indentation
+        # penalty, unused, unused); a left-out last marker's is unused
+        self.rows = np.empty((m + 1, 3, n + 1), dtype=np.int64)
+        self.rows_h = np.empty((m, 4, n + 1), dtype=np.int64)
         self.total = 0
 
     def _edges(self) -> None:
@@ -191,13 +198,6 @@ class _Problem:
         """A matched line whose indentation disagrees with the sketch's (after the shift)."""
         return self.costs.indent if (self.skeys[j]
                                      and self.owidths[p] != self.swidths[j] - self.shift) else 0
-
-    def marker_pen(self, j: int) -> np.ndarray:
-        if self.kinds[j] == IMPLICIT:
-            return np.zeros(self.n + 1, dtype=np.int64)
-        target = self.swidths[j] - self.shift
-        fnb = self.fnb
-        return np.where((fnb == -1) | (fnb == target), 0, self.costs.marker_indent).astype(np.int64)
 
     def same_head(self, width: int, head: str) -> list[int]:
         """Original lines at this indentation whose first word starts with ``head`` (the
@@ -265,64 +265,41 @@ class _Problem:
                 out.append(p)
         return np.asarray(out, dtype=np.int64)
 
-    def insert_cost(self, j: int) -> np.ndarray | int:
-        if j not in self.insert_costs:
-            self.insert_costs[j] = self._insert_cost(j)
-        return self.insert_costs[j]
+    def insert_rule(self, j: int) -> tuple[int, bool]:
+        """Inserting line j: its cost, and whether it costs ``duplicate`` more within
+        ``near`` lines of a copy the original has (reading the sketch as repeating code it
+        only meant as context: the kept run ends where the copy starts)."""
+        rule = self.insert_rules.get(j)
+        if rule is None:
+            rule = self.insert_rules[j] = self._insert_rule(j)
+        return rule
 
-    def _insert_cost(self, j: int) -> np.ndarray | int:
-        """Inserting a copy of a line the original has a few lines away reads the sketch as
-        repeating code it only meant as context (the kept run ends where the copy starts)."""
-        costs, key, n = self.costs, self.skeys[j], self.n
+    def _insert_rule(self, j: int) -> tuple[int, bool]:
+        costs, key = self.costs, self.skeys[j]
         if j in self.edge_rows:
-            return costs.edge
+            return costs.edge, False
         if j in self.next_to_marker and key in self.ids:
-            return costs.insert_next_to_marker
+            return costs.insert_next_to_marker, False
         if not key:
-            return costs.insert_blank
-        found = self.match_positions(j)
-        if not len(found) or self.weak(key):
-            return costs.insert
-        if len(found) > 8:
-            mark = (np.bincount(np.maximum(found - costs.near + 1, 0), minlength=n + 2)
-                    - np.bincount(np.minimum(found + costs.near + 1, n + 1), minlength=n + 2))
-            return costs.insert + costs.duplicate * (np.cumsum(mark[: n + 1]) > 0)
-        # a few copies: their windows written directly (the same costs as the sweep above)
-        out = np.full(n + 1, costs.insert, dtype=np.int64)
-        for p in found.tolist():
-            out[max(p - costs.near + 1, 0): min(p + costs.near + 1, n + 1)] = (
-                costs.insert + costs.duplicate)
-        return out
+            return costs.insert_blank, False
+        if not len(self.match_positions(j)) or self.weak(key):
+            return costs.insert, False
+        return costs.insert, True
+
+    def insert_cost_at(self, j: int, q: int) -> int:
+        """Inserting line j after original position q (``q`` lines kept or deleted before it)."""
+        base, dup = self.insert_rule(j)
+        if not dup:
+            return base
+        found, near = self.match_positions(j), self.costs.near  # ascending
+        i = int(np.searchsorted(found, q - near))  # the first copy at or after q - near
+        return base + self.costs.duplicate if i < len(found) and found[i] <= q + near - 1 else base
 
     # ---- forward pass -------------------------------------------------------------------
 
-    def strict_deletions(self, H: np.ndarray) -> np.ndarray:
-        """min over q < p of H[q] + D[p] - D[q]: at least one line deleted after H."""
-        return self._strict_deletions_of(H.copy())
-
-    def _strict_deletions_of(self, c: np.ndarray, opened: bool = False) -> np.ndarray:
-        """``strict_deletions`` of a temporary H, which it overwrites; ``opened``: plus
-        ``delete_open`` (the run of deletions opened after H) on every value."""
-        np.subtract(c, self.D, out=c)
-        np.minimum.accumulate(c, out=c)
-        out = np.empty_like(c)
-        if opened:
-            out[0] = _INF + self.costs.delete_open
-            np.add(c[:-1], self.D_open, out=out[1:])
-        else:
-            out[0] = _INF
-            np.add(c[:-1], self.D[1:], out=out[1:])
-        return out
-
-    def block_end(self, f: _Row, j: int) -> np.ndarray:
-        f0, f1, fi = f
-        changed = np.minimum(f1, fi)
-        if not self.has_block[j]:
-            return np.minimum(f0, changed)
-        return np.minimum(changed, f0 + self.costs.unchanged)
-
-    def block_end_at(self, f: _Row, j: int, p: int) -> int:
-        """``block_end(f, j)[p]``, for one position."""
+    def block_end_at(self, f: np.ndarray, j: int, p: int) -> int:
+        """The cost of ending item j's block at position p (``unchanged`` when it changed
+        nothing), from the states before item j."""
         f0, changed = int(f[0][p]), min(int(f[1][p]), int(f[2][p]))
         if not self.has_block[j]:
             return min(f0, changed)
@@ -344,105 +321,53 @@ class _Problem:
                 and self.kinds[j - 1] == LineKind.CODE)
 
     def forward(self) -> None:
-        n, inf_row = self.n, self.inf_row
-        F0 = inf_row.copy()
-        F0[0] = 0
-        f: _Row = (F0, self.strict_deletions(F0), inf_row)
-        for j in range(self.m):
-            if self.closes_block(j):
-                f = (f[0], self.rows_h[j - 1][1], f[2])  # type: ignore[index]
-            self.rows.append(f)
-            kind = self.kinds[j]
+        """Every row, by ``align_kernel.forward``; here the per-line inputs: each code line's
+        matches (a slice of ``by``), insertion rule and rewrite candidates, each remove
+        comment's runs."""
+        m, kinds, ids, at, skeys = self.m, self.kinds, self.ids, self.at, self.skeys
+        kk = np.empty(m, dtype=np.int64)
+        lo = np.full(m, -1, dtype=np.int64)
+        hi = np.full(m, -1, dtype=np.int64)
+        ins_base = np.zeros(m, dtype=np.int64)
+        ins_dup = np.zeros(m, dtype=np.bool_)
+        subs: list[np.ndarray] = []
+        subs_at = np.zeros(m + 1, dtype=np.int64)
+        rem: list[tuple[int, int]] = []
+        rem_at = np.zeros(m + 1, dtype=np.int64)
+        closes = np.zeros(m, dtype=np.bool_)
+        n_subs = 0
+        for j in range(m):
+            kind = kinds[j]
+            closes[j] = self.closes_block(j)
             if kind == LineKind.CODE:
-                f = self._code_row(j, f)
+                i = ids.get(skeys[j])
+                if i is not None:
+                    lo[j], hi[j] = at[i], at[i + 1]
+                else:
+                    found = self.similar(j)
+                    if len(found):
+                        subs.append(found)
+                        n_subs += len(found)
+                ins_base[j], ins_dup[j] = self.insert_rule(j)
             elif kind == LineKind.REMOVE:
-                f = self._remove_row(j, f)
+                rem += self.removes.get(j, ())
             elif self.is_left_out_end(j):
-                f = self._left_out_end_row(j, f)
-            else:
-                f = self._marker_row(j, f)
-        self.rows.append(f)
-        self.total = self.block_end_at(f, self.m, n)
+                kind = align_kernel.LEFT_OUT_END
+            kk[j] = kind
+            subs_at[j + 1] = n_subs
+            rem_at[j + 1] = len(rem)
+        c = self.costs
+        costv = np.array([c.insert_open, c.delete_open, c.indent, c.marker_indent, c.near,
+                          c.duplicate, c.unchanged, c.substitute, c.marker_empty], dtype=np.int64)
+        rem_a = np.array(rem, dtype=np.int64).reshape(-1, 2)
+        self.total = int(align_kernel.forward(
+            kk, closes, np.array(self.has_block, dtype=np.bool_), self.D, costv, lo, hi,
+            self.by, self.by_w, np.asarray(self.swidths, dtype=np.int64) - self.shift,
+            np.fromiter(map(bool, skeys), dtype=np.bool_, count=m), ins_base, ins_dup,
+            np.concatenate(subs) if subs else _NONE, subs_at, rem_a[:, 0].copy(),
+            rem_a[:, 1].copy(), rem_at, self.fnb, self.no_first_run, self.rows, self.rows_h))
         if self.total >= _INF // 2:
             raise ValueError("no alignment")
-
-    def _code_row(self, j: int, f: _Row) -> _Row:
-        F0, F1, FI = f
-        costs, inf_row = self.costs, self.inf_row
-        # (temporaries are updated in place; arrays kept in rows and rows_h never are)
-        start = np.minimum(F0, F1)
-        start += costs.insert_open
-        if j == 1 and self.kinds[0] == IMPLICIT:
-            # Lines kept before the first code line (a first marker left out) end where the
-            # sketch's first line matches; a new first line starts the file.
-            first = int(start[0])
-            start = inf_row.copy()
-            start[0] = first
-        AI = np.minimum(start, FI, out=start)
-        AI += self.insert_cost(j)
-        # M1 (the fourth of rows_h): matches only (a left-out last marker needs one)
-        i = self.ids.get(self.skeys[j])
-        if i is not None:  # the original has the line (no rewrite: ``similar`` is empty)
-            A0 = inf_row.copy()
-            A1 = inf_row.copy()
-            lo, hi = self.at[i], self.at[i + 1]
-            ps = self.by[lo:hi]
-            a0 = F0[ps]
-            a1 = np.minimum(F1[ps], FI[ps])
-            if self.skeys[j]:  # the indentation penalty
-                pen = (self.by_w[lo:hi] != self.swidths[j] - self.shift) * costs.indent
-                a0 += pen
-                a1 += pen
-            A0[self.by1[lo:hi]] = a0
-            A1[self.by1[lo:hi]] = a1
-            self.rows_h.append((A0, A1, AI, A1))
-            anyway = np.minimum(A0, A1)
-            np.minimum(anyway, AI, out=anyway)
-        else:  # no match: A0 and M1 are all infinite (the shared row, never written)
-            A0 = A1 = inf_row
-            subs = self.similar(j)
-            if len(subs):
-                A1 = inf_row.copy()
-                any_state = np.minimum(np.minimum(F0[subs], F1[subs]), FI[subs])
-                np.minimum.at(A1, subs + 1, any_state + costs.substitute)
-            self.rows_h.append((A0, A1, AI, inf_row))
-            anyway = np.minimum(A1, AI)  # (A1 holds nothing above infinity: min(A0, A1) is A1)
-        deleted = self._strict_deletions_of(anyway, opened=True)
-        return A0, np.minimum(A1, deleted, out=deleted), AI
-
-    def _remove_row(self, j: int, f: _Row) -> _Row:
-        either = np.minimum(np.minimum(f[0], f[1]), f[2])
-        A1 = self.inf_row.copy()
-        for s, e in self.removes.get(j, ()):
-            if either[s] < A1[e]:
-                A1[e] = either[s]
-        self.rows_h.append((self.inf_row, A1, self.inf_row, self.inf_row))
-        return self.inf_row, self.D + np.minimum.accumulate(A1 - self.D), self.inf_row
-
-    def _left_out_end_row(self, j: int, f: _Row) -> _Row:
-        """The last marker left out: lines after the last code line are kept only when that
-        line matched right before them; otherwise the sketch wrote the file's end."""
-        n = self.n
-        self.rows_h.append(None)
-        A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
-        ends = np.minimum(M1, A0 + self.costs.unchanged)
-        G = self.inf_row.copy()
-        G[n] = min(self.block_end_at(f, j, n), int(ends[:n].min()) if n else int(_INF))
-        return G, self.inf_row, self.inf_row
-
-    def _marker_row(self, j: int, f: _Row) -> _Row:
-        self.rows_h.append(None)
-        E = self.block_end(f, j)
-        if self.kinds[j] == IMPLICIT and j == 0 and self.no_first_run:
-            self.marker_rows[j] = (E, E)
-            return E, self.inf_row, self.inf_row  # the sketch's first line starts the file
-        Emp = E + self.marker_pen(j)
-        self.marker_rows[j] = (E, Emp)  # for the trace-back
-        if self.kinds[j] == IMPLICIT:
-            return np.minimum.accumulate(Emp), self.inf_row, self.inf_row
-        C = np.minimum.accumulate(Emp)
-        F0 = np.minimum(np.concatenate(([_INF], C[:-1])), E + self.costs.marker_empty)
-        return F0, self.inf_row, self.inf_row
 
     # ---- trace-back ---------------------------------------------------------------------
 
@@ -523,8 +448,7 @@ class _Problem:
             if hs == 0:
                 return q - 1, 0
             return q - 1, self.state_of(f, q - 1, hq - self.indent_pen(j, q - 1), (1, 2))
-        ins = self.insert_cost(j)  # inserted
-        c = int(ins if isinstance(ins, int) else ins[q])
+        c = self.insert_cost_at(j, q)  # inserted
         if int(f[2][q]) + c == hq:
             return q, 2
         return q, self.state_of(f, q, hq - c - costs.insert_open, (1, 0))
@@ -551,7 +475,7 @@ class _Problem:
     def _trace_marker(self, j: int, p: int, target: int, late: bool,
                       spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
         f, kind = self.rows[j], self.kinds[j]
-        E, C = self.marker_rows[j]  # C: E + marker_pen(j)
+        E, C = self.rows_h[j, 0], self.rows_h[j, 1]  # C: E plus the marker's indentation penalty
         if kind == IMPLICIT and j == 0 and self.no_first_run:
             if p > 0:  # the first line is new, and lines before it would go: say so
                 raise ValueError("a sketch that starts with new code would delete the lines "

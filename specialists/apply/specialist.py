@@ -98,6 +98,12 @@ class ApplySpecialist(Specialist):
         self.region_fallback: Any = None
 
     def setup(self) -> None:
+        if self.apply_options.cross_check:
+            # the global alignment's compiled forward pass: loaded from numba's cache (about
+            # 0.5 CPU s) or compiled on a cold one (about 4 s) here, not on the first request
+            from specialists.apply.align import warm
+
+            warm()
         if self.region_fallback_path:
             from specialists.apply.fallback import RegionFallback
 

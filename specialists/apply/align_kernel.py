@@ -1,0 +1,184 @@
+"""The global alignment's forward pass, compiled (numba): one call fills every row.
+
+The rows are short (a few hundred original lines), so the numpy version spent its time in
+the calls (about 25 a sketch line), not in the arithmetic. Every value here is the same
+int64 arithmetic as before (``_INF`` sums included), so costs, ties and both traces are
+unchanged. ``cache=True`` keeps the machine code beside this module (or, where that folder
+is read-only, in numba's per-user cache or ``NUMBA_CACHE_DIR``): a cold cache compiles in
+a few seconds once; ``align.warm`` does it up front.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["forward", "CODE", "REMOVE", "MARKER", "IMPLICIT", "LEFT_OUT_END"]
+
+INF = 1 << 50
+CODE, MARKER, REMOVE, IMPLICIT = 0, 1, 2, 3  # markers.LineKind, sketch_lines.IMPLICIT
+LEFT_OUT_END = 4  # the last marker left out right after code (``_Problem.is_left_out_end``)
+# the order of the costs vector
+(C_INSERT_OPEN, C_DELETE_OPEN, C_INDENT, C_MARKER_INDENT, C_NEAR, C_DUPLICATE, C_UNCHANGED,
+ C_SUBSTITUTE, C_MARKER_EMPTY) = range(9)
+
+
+@njit(cache=True, nogil=True)
+def _block_end(F: np.ndarray, j: int, has_block: bool, unchanged: int, out: np.ndarray) -> None:
+    for p in range(out.shape[0]):
+        f0 = F[j, 0, p]
+        changed = min(F[j, 1, p], F[j, 2, p])
+        out[p] = min(changed, f0 + unchanged) if has_block else min(f0, changed)
+
+
+@njit(cache=True, nogil=True)
+def forward(kinds: np.ndarray, closes: np.ndarray, has_block: np.ndarray, D: np.ndarray,
+            costv: np.ndarray, lo_a: np.ndarray, hi_a: np.ndarray, by: np.ndarray,
+            by_w: np.ndarray, target: np.ndarray, keyed: np.ndarray, ins_base: np.ndarray,
+            ins_dup: np.ndarray, subs: np.ndarray, subs_at: np.ndarray, rem_s: np.ndarray,
+            rem_e: np.ndarray, rem_at: np.ndarray, fnb: np.ndarray, no_first_run: bool,
+            F: np.ndarray, H: np.ndarray) -> int:
+    """Fill F[j] (F0, F1, FI before item j, and after the last) and H[j] (a code or remove
+    row's A0, A1, AI, M1; a marker's block end E and E plus its indentation penalty).
+    Returns the total cost (``block_end_at`` of the last row at n)."""
+    m = kinds.shape[0]
+    N = D.shape[0]
+    n = N - 1
+    ins_open = costv[C_INSERT_OPEN]
+    delete_open = costv[C_DELETE_OPEN]
+    indent = costv[C_INDENT]
+    near = costv[C_NEAR]
+    unchanged = costv[C_UNCHANGED]
+    ins = np.empty(N, dtype=np.int64)
+    anyway = np.empty(N, dtype=np.int64)
+    # the first row: nothing read yet; deletions after the start
+    for p in range(N):
+        F[0, 0, p] = INF
+        F[0, 2, p] = INF
+    F[0, 0, 0] = 0
+    F[0, 1, 0] = INF
+    c = F[0, 0, 0] - D[0]  # the running minimum of F0 - D before p
+    for p in range(1, N):
+        F[0, 1, p] = c + D[p]
+        c = min(c, F[0, 0, p] - D[p])
+    for j in range(m):
+        if closes[j]:
+            for p in range(N):
+                F[j, 1, p] = H[j - 1, 1, p]
+        kind = kinds[j]
+        if kind == CODE:
+            # inserting the line: its cost at every position
+            base = ins_base[j]
+            for p in range(N):
+                ins[p] = base
+            if ins_dup[j]:
+                for k in range(lo_a[j], hi_a[j]):
+                    q = by[k]
+                    for p in range(max(q - near + 1, 0), min(q + near + 1, N)):
+                        ins[p] = base + costv[C_DUPLICATE]
+            if j == 1 and kinds[0] == IMPLICIT:
+                first = min(F[j, 0, 0], F[j, 1, 0]) + ins_open
+                H[j, 2, 0] = min(first, F[j, 2, 0]) + ins[0]
+                for p in range(1, N):
+                    H[j, 2, p] = min(INF, F[j, 2, p]) + ins[p]
+            else:
+                for p in range(N):
+                    H[j, 2, p] = min(min(F[j, 0, p], F[j, 1, p]) + ins_open, F[j, 2, p]) + ins[p]
+            for p in range(N):
+                H[j, 0, p] = INF
+                H[j, 1, p] = INF
+                H[j, 3, p] = INF
+            if lo_a[j] >= 0:  # the original has the line
+                for k in range(lo_a[j], hi_a[j]):
+                    q = by[k]
+                    a0 = F[j, 0, q]
+                    a1 = min(F[j, 1, q], F[j, 2, q])
+                    if keyed[j] and by_w[k] != target[j]:
+                        a0 += indent
+                        a1 += indent
+                    H[j, 0, q + 1] = a0
+                    H[j, 1, q + 1] = a1
+                    H[j, 3, q + 1] = a1
+                for p in range(N):
+                    anyway[p] = min(min(H[j, 0, p], H[j, 1, p]), H[j, 2, p])
+            else:  # rewrites of similar lines
+                for k in range(subs_at[j], subs_at[j + 1]):
+                    q = subs[k]
+                    v = min(min(F[j, 0, q], F[j, 1, q]), F[j, 2, q]) + costv[C_SUBSTITUTE]
+                    if v < H[j, 1, q + 1]:
+                        H[j, 1, q + 1] = v
+                for p in range(N):
+                    anyway[p] = min(H[j, 1, p], H[j, 2, p])
+            # F1 after: A1, or at least one deletion (a run opened) after any state
+            for p in range(N):
+                F[j + 1, 0, p] = H[j, 0, p]
+                F[j + 1, 2, p] = H[j, 2, p]
+            F[j + 1, 1, 0] = min(H[j, 1, 0], INF + delete_open)
+            c = anyway[0] - D[0]  # the running minimum of anyway - D before p
+            for p in range(1, N):
+                F[j + 1, 1, p] = min(H[j, 1, p], c + D[p] + delete_open)
+                c = min(c, anyway[p] - D[p])
+        elif kind == REMOVE:
+            for p in range(N):
+                H[j, 0, p] = INF
+                H[j, 1, p] = INF
+                H[j, 2, p] = INF
+                H[j, 3, p] = INF
+            for k in range(rem_at[j], rem_at[j + 1]):
+                s = rem_s[k]
+                e = rem_e[k]
+                either = min(min(F[j, 0, s], F[j, 1, s]), F[j, 2, s])
+                if either < H[j, 1, e]:
+                    H[j, 1, e] = either
+            c = H[j, 1, 0] - D[0]  # the running minimum of A1 - D up to p
+            for p in range(N):
+                c = min(c, H[j, 1, p] - D[p])
+                F[j + 1, 0, p] = INF
+                F[j + 1, 1, p] = D[p] + c
+                F[j + 1, 2, p] = INF
+        elif kind == LEFT_OUT_END:
+            # lines after the last code line are kept only when it matched right before them
+            for p in range(N):
+                F[j + 1, 0, p] = INF
+                F[j + 1, 1, p] = INF
+                F[j + 1, 2, p] = INF
+            f0 = F[j, 0, n]
+            changed = min(F[j, 1, n], F[j, 2, n])
+            g = min(changed, f0 + unchanged) if has_block[j] else min(f0, changed)
+            ends = INF
+            for p in range(n):
+                ends = min(ends, min(H[j - 1, 3, p], H[j - 1, 0, p] + unchanged))
+            F[j + 1, 0, n] = min(g, ends)
+        else:  # a marker, written or left out
+            _block_end(F, j, has_block[j], unchanged, H[j, 0])
+            for p in range(N):
+                F[j + 1, 1, p] = INF
+                F[j + 1, 2, p] = INF
+            if kind == IMPLICIT and j == 0 and no_first_run:
+                for p in range(N):
+                    H[j, 1, p] = H[j, 0, p]
+                    F[j + 1, 0, p] = H[j, 0, p]
+                continue
+            if kind == IMPLICIT:
+                for p in range(N):
+                    H[j, 1, p] = H[j, 0, p]
+            else:
+                for p in range(N):
+                    w = fnb[p]
+                    pen = 0 if (w == -1 or w == target[j]) else costv[C_MARKER_INDENT]
+                    H[j, 1, p] = H[j, 0, p] + pen
+            c = H[j, 1, 0]
+            if kind == IMPLICIT:
+                for p in range(N):
+                    c = min(c, H[j, 1, p])
+                    F[j + 1, 0, p] = c
+            else:
+                marker_empty = costv[C_MARKER_EMPTY]
+                F[j + 1, 0, 0] = min(INF, H[j, 0, 0] + marker_empty)
+                for p in range(1, N):
+                    c = min(c, H[j, 1, p - 1])
+                    F[j + 1, 0, p] = min(c, H[j, 0, p] + marker_empty)
+    f0 = F[m, 0, n]
+    changed = min(F[m, 1, n], F[m, 2, n])
+    return min(changed, f0 + unchanged) if has_block[m] else min(f0, changed)
+
