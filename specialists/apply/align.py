@@ -102,9 +102,6 @@ def warm() -> None:
           lambda key: False)
 
 
-_Row = np.ndarray  # (F0, F1, FI) over original positions: rows[j]
-
-
 class _Problem:
     """One sketch against one original: the cost tables, the forward pass, the trace-back.
 
@@ -143,7 +140,6 @@ class _Problem:
         self.joined: str | None = None
         self.starts = _NONE
         self.char_counts: dict[int, dict[str, int]] = {}  # original line: its characters
-        self.insert_rules: dict[int, tuple[int, bool]] = {}
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
         # A block that changes nothing is not something a writer sends, so ending one costs
@@ -193,11 +189,6 @@ class _Problem:
         if i is None:
             return _NONE
         return self.by[self.at[i]:self.at[i + 1]]
-
-    def indent_pen(self, j: int, p: int) -> int:
-        """A matched line whose indentation disagrees with the sketch's (after the shift)."""
-        return self.costs.indent if (self.skeys[j]
-                                     and self.owidths[p] != self.swidths[j] - self.shift) else 0
 
     def same_head(self, width: int, head: str) -> list[int]:
         """Original lines at this indentation whose first word starts with ``head`` (the
@@ -269,12 +260,6 @@ class _Problem:
         """Inserting line j: its cost, and whether it costs ``duplicate`` more within
         ``near`` lines of a copy the original has (reading the sketch as repeating code it
         only meant as context: the kept run ends where the copy starts)."""
-        rule = self.insert_rules.get(j)
-        if rule is None:
-            rule = self.insert_rules[j] = self._insert_rule(j)
-        return rule
-
-    def _insert_rule(self, j: int) -> tuple[int, bool]:
         costs, key = self.costs, self.skeys[j]
         if j in self.edge_rows:
             return costs.edge, False
@@ -286,24 +271,7 @@ class _Problem:
             return costs.insert, False
         return costs.insert, True
 
-    def insert_cost_at(self, j: int, q: int) -> int:
-        """Inserting line j after original position q (``q`` lines kept or deleted before it)."""
-        base, dup = self.insert_rule(j)
-        if not dup:
-            return base
-        found, near = self.match_positions(j), self.costs.near  # ascending
-        i = int(np.searchsorted(found, q - near))  # the first copy at or after q - near
-        return base + self.costs.duplicate if i < len(found) and found[i] <= q + near - 1 else base
-
     # ---- forward pass -------------------------------------------------------------------
-
-    def block_end_at(self, f: np.ndarray, j: int, p: int) -> int:
-        """The cost of ending item j's block at position p (``unchanged`` when it changed
-        nothing), from the states before item j."""
-        f0, changed = int(f[0][p]), min(int(f[1][p]), int(f[2][p]))
-        if not self.has_block[j]:
-            return min(f0, changed)
-        return min(changed, f0 + self.costs.unchanged)
 
     def closes_block(self, j: int) -> bool:
         """Item j is a marker right after code or a remove comment: the lines between them
@@ -357,138 +325,45 @@ class _Problem:
             subs_at[j + 1] = n_subs
             rem_at[j + 1] = len(rem)
         c = self.costs
-        costv = np.array([c.insert_open, c.delete_open, c.indent, c.marker_indent, c.near,
-                          c.duplicate, c.unchanged, c.substitute, c.marker_empty], dtype=np.int64)
         rem_a = np.array(rem, dtype=np.int64).reshape(-1, 2)
+        self.inputs = a = dict(
+            kinds=kk, closes=closes, has_block=np.array(self.has_block, dtype=np.bool_),
+            costv=np.array([c.insert_open, c.delete_open, c.indent, c.marker_indent, c.near,
+                            c.duplicate, c.unchanged, c.substitute, c.marker_empty],
+                           dtype=np.int64),
+            lo=lo, hi=hi, target=np.asarray(self.swidths, dtype=np.int64) - self.shift,
+            keyed=np.fromiter(map(bool, skeys), dtype=np.bool_, count=m), ins_base=ins_base,
+            ins_dup=ins_dup, rem_s=rem_a[:, 0].copy(), rem_e=rem_a[:, 1].copy(), rem_at=rem_at,
+            sid=np.fromiter((ids.get(key, -1) for key in skeys), dtype=np.int64, count=m))
         self.total = int(align_kernel.forward(
-            kk, closes, np.array(self.has_block, dtype=np.bool_), self.D, costv, lo, hi,
-            self.by, self.by_w, np.asarray(self.swidths, dtype=np.int64) - self.shift,
-            np.fromiter(map(bool, skeys), dtype=np.bool_, count=m), ins_base, ins_dup,
-            np.concatenate(subs) if subs else _NONE, subs_at, rem_a[:, 0].copy(),
-            rem_a[:, 1].copy(), rem_at, self.fnb, self.no_first_run, self.rows, self.rows_h))
+            kk, closes, a["has_block"], self.D, a["costv"], lo, hi, self.by, self.by_w,
+            a["target"], a["keyed"], ins_base, ins_dup, np.concatenate(subs) if subs else _NONE,
+            subs_at, a["rem_s"], a["rem_e"], rem_at, self.fnb, self.no_first_run, self.rows,
+            self.rows_h))
         if self.total >= _INF // 2:
             raise ValueError("no alignment")
 
     # ---- trace-back ---------------------------------------------------------------------
 
-    def pick(self, options: list[int], late: bool) -> int:
-        if len(options) > 1 and min(options) != max(options):
-            self.branched = True  # the latest optimal path may differ from this one
-        return max(options) if late else min(options)
-
-    @staticmethod
-    def state_of(f: _Row, at: int, value: int, allowed: tuple[int, ...] = (1, 2, 0)) -> int:
-        for st in allowed:
-            if int(f[st][at]) == value:
-                return st
-        raise AssertionError("no state gives the value")
-
-    def matched(self, j: int, q: int, value: int, f: _Row) -> bool:
-        if q < 1 or self.skeys[j] != self.okeys[q - 1]:
-            return False
-        return int(min(f[1][q - 1], f[2][q - 1])) + self.indent_pen(j, q - 1) == value
-
     def trace(self, late: bool) -> Alignment:
-        """One optimal path, back from the end: each choice among equal costs goes to the
-        latest (``late``) or the earliest original position."""
-        m, n = self.m, self.n
-        sm = [-1] * m
-        spans: dict[int, tuple[int, int]] = {}
-        f_end = self.rows[m]
-        if min(int(f_end[1][n]), int(f_end[2][n])) == self.total:
-            st = self.state_of(f_end, n, self.total, (1, 2))
-        else:
-            st = 0
-        p, j = n, m - 1
-        while j >= 0:
-            kind = self.kinds[j]
-            target = int(self.rows[j + 1][st][p])
-            if kind == LineKind.CODE or kind == LineKind.REMOVE:
-                p, st = self._trace_line(j, p, st, target, late, sm, spans)
-                j -= 1
-            elif self.is_left_out_end(j):
-                p, st, j = self._trace_left_out_end(j, p, target, late, sm, spans)
-            else:
-                p, st = self._trace_marker(j, p, target, late, spans)
-                j -= 1
-        return Alignment(sm, spans, self.total)
-
-    def _trace_line(self, j: int, p: int, st: int, target: int, late: bool, sm: list[int],
-                    spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
-        f, D, costs = self.rows[j], self.D, self.costs
-        A0, A1, AI, _ = self.rows_h[j]  # type: ignore[misc]
-        if st == 0:
-            q, hs = p, 0
-        elif j + 1 < self.m and self.closes_block(j + 1):
-            q, hs = p, st
-        elif st == 2:
-            q, hs = p, 2
-        else:
-            ends = (A1[: p + 1] - D[: p + 1] == target - D[p]).nonzero()[0].tolist()
-            cands = [(q, 1) for q in ends]
-            anyway = np.minimum(np.minimum(A0[:p], A1[:p]), AI[:p])
-            cands += [(q, 3) for q in
-                      (anyway - D[:p] == target - D[p] - costs.delete_open).nonzero()[0].tolist()]
-            q = self.pick([c[0] for c in cands], late)
-            hs = 1 if (q, 1) in cands else 3
-        if hs == 3:  # deletions after any of the three
-            value = int(min(A0[q], A1[q], AI[q]))
-            hs = 0 if int(A0[q]) == value else (1 if int(A1[q]) == value else 2)
-        hq = int((A0, A1, AI)[hs][q])
-        if self.kinds[j] == LineKind.REMOVE:
-            starts = [s for s, e in self.removes.get(j, ())
-                      if e == q and min(int(f[0][s]), int(f[1][s]), int(f[2][s])) == hq]
-            s = self.pick(starts, late)
-            spans[j] = (s, q)
-            return s, self.state_of(f, s, hq)
-        if hs == 1 and not self.matched(j, q, hq, f):
-            return q - 1, self.state_of(f, q - 1, hq - costs.substitute)  # a rewrite
-        if hs in (0, 1):
-            sm[j] = q - 1
-            if hs == 0:
-                return q - 1, 0
-            return q - 1, self.state_of(f, q - 1, hq - self.indent_pen(j, q - 1), (1, 2))
-        c = self.insert_cost_at(j, q)  # inserted
-        if int(f[2][q]) + c == hq:
-            return q, 2
-        return q, self.state_of(f, q, hq - c - costs.insert_open, (1, 0))
-
-    def _trace_left_out_end(self, j: int, p: int, target: int, late: bool, sm: list[int],
-                            spans: dict[int, tuple[int, int]]) -> tuple[int, int, int]:
-        f, n = self.rows[j], self.n
-        A0, _, _, M1 = self.rows_h[j - 1]  # type: ignore[misc]
-        if self.block_end_at(f, j, n) == target:
-            spans[j] = (n, n)
-            changed = min(int(f[1][n]), int(f[2][n]))
-            st = self.state_of(f, n, target, (1, 2)) if changed == target else 0
-            return p, st, j - 1
-        ends = np.minimum(M1, A0 + self.costs.unchanged)
-        s = self.pick((ends[:n] == target).nonzero()[0].tolist(), late)
-        spans[j] = (s, n)
-        sm[j - 1] = s - 1  # the last code line, matched right before the kept lines
-        if int(M1[s]) == target:
-            st = self.state_of(self.rows[j - 1], s - 1, target - self.indent_pen(j - 1, s - 1), (1, 2))
-        else:
-            st = 0
-        return s - 1, st, j - 2
-
-    def _trace_marker(self, j: int, p: int, target: int, late: bool,
-                      spans: dict[int, tuple[int, int]]) -> tuple[int, int]:
-        f, kind = self.rows[j], self.kinds[j]
-        E, C = self.rows_h[j, 0], self.rows_h[j, 1]  # C: E plus the marker's indentation penalty
-        if kind == IMPLICIT and j == 0 and self.no_first_run:
-            if p > 0:  # the first line is new, and lines before it would go: say so
-                raise ValueError("a sketch that starts with new code would delete the lines "
-                                 "before its first match")
-            spans[j] = (0, 0)
-            return p, 0
-        upto = p + 1 if kind == IMPLICIT else p
-        found = (C[:upto] == target).nonzero()[0].tolist()
-        if kind != IMPLICIT and int(E[p]) + self.costs.marker_empty == target:
-            found.append(p)  # the marker keeps nothing
-        s = self.pick(found, late)
-        spans[j] = (s, p)
-        value = int(E[s]) if (s < p or kind == IMPLICIT) else target - self.costs.marker_empty
-        if min(int(f[1][s]), int(f[2][s])) == value:
-            return s, self.state_of(f, s, value, (1, 2))
-        return s, 0
+        """One optimal path, back from the end (``align_kernel.trace``): each choice among
+        equal costs goes to the latest (``late``) or the earliest original position."""
+        m = self.m
+        sm = np.empty(m, dtype=np.int64)
+        span_s = np.empty(m, dtype=np.int64)
+        span_e = np.empty(m, dtype=np.int64)
+        has_span = np.empty(m, dtype=np.bool_)
+        a = self.inputs
+        error, branched = align_kernel.trace(
+            late, self.rows, self.rows_h, self.D, a["kinds"], a["closes"], a["has_block"],
+            a["costv"], a["sid"], self.oid, a["keyed"], a["target"], self.ow, a["ins_base"],
+            a["ins_dup"], a["lo"], a["hi"], self.by, a["rem_s"], a["rem_e"], a["rem_at"],
+            self.no_first_run, self.total, sm, span_s, span_e, has_span)
+        if error == 1:
+            raise ValueError("no reading: nowhere to place a line or a separator")
+        if error:
+            raise AssertionError("no state gives the value")
+        self.branched = self.branched or bool(branched)
+        at = np.flatnonzero(has_span)[::-1]  # entered as the trace met them: last first
+        spans = dict(zip(at.tolist(), zip(span_s[at].tolist(), span_e[at].tolist())))
+        return Alignment(sm.tolist(), spans, self.total)

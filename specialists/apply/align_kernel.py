@@ -1,4 +1,4 @@
-"""The global alignment's forward pass, compiled (numba): one call fills every row.
+"""The global alignment's forward pass and trace-back, compiled (numba): one call each.
 
 The rows are short (a few hundred original lines), so the numpy version spent its time in
 the calls (about 25 a sketch line), not in the arithmetic. Every value here is the same
@@ -182,3 +182,213 @@ def forward(kinds: np.ndarray, closes: np.ndarray, has_block: np.ndarray, D: np.
     changed = min(F[m, 1, n], F[m, 2, n])
     return min(changed, f0 + unchanged) if has_block[m] else min(f0, changed)
 
+
+
+@njit(cache=True, nogil=True)
+def _state_of(F: np.ndarray, j: int, at: int, value: int, order: int) -> int:
+    """Which state of F[j] at ``at`` holds ``value``: tried in the order 1, 2, 0 (``order``
+    0), 1, 2 (1) or 1, 0 (2); -1 when none does."""
+    if F[j, 1, at] == value:
+        return 1
+    if order != 2 and F[j, 2, at] == value:
+        return 2
+    if order != 1 and F[j, 0, at] == value:
+        return 0
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _pen(keyed: np.ndarray, ow: np.ndarray, target: np.ndarray, indent: int, j: int,
+         p: int) -> int:
+    """A matched line whose indentation disagrees with the sketch's (after the shift)."""
+    return indent if (keyed[j] and ow[p] != target[j]) else 0
+
+
+@njit(cache=True, nogil=True)
+def trace(late: bool, F: np.ndarray, H: np.ndarray, D: np.ndarray, kinds: np.ndarray,
+          closes: np.ndarray, has_block: np.ndarray, costv: np.ndarray, sid: np.ndarray,
+          oid: np.ndarray, keyed: np.ndarray, target: np.ndarray, ow: np.ndarray,
+          ins_base: np.ndarray, ins_dup: np.ndarray, lo_a: np.ndarray, hi_a: np.ndarray,
+          by: np.ndarray, rem_s: np.ndarray, rem_e: np.ndarray, rem_at: np.ndarray,
+          no_first_run: bool, total: int, sm: np.ndarray, span_s: np.ndarray,
+          span_e: np.ndarray, has_span: np.ndarray) -> tuple[int, bool]:
+    """One optimal path, back from the end: each choice among equal costs goes to the
+    latest (``late``) or the earliest original position. Fills ``sm`` (each sketch line's
+    original line, -1 when new) and each separator's span; returns (error, branched): error
+    1 where no reading exists (``ValueError``), 2 where no state gives a value (a bug);
+    branched, whether a choice met two different positions."""
+    m = kinds.shape[0]
+    n = D.shape[0] - 1
+    ins_open = costv[C_INSERT_OPEN]
+    delete_open = costv[C_DELETE_OPEN]
+    indent = costv[C_INDENT]
+    near = costv[C_NEAR]
+    unchanged = costv[C_UNCHANGED]
+    substitute = costv[C_SUBSTITUTE]
+    marker_empty = costv[C_MARKER_EMPTY]
+    branched = False
+    for j in range(m):
+        sm[j] = -1
+        has_span[j] = False
+    st = 0
+    if min(F[m, 1, n], F[m, 2, n]) == total:
+        st = _state_of(F, m, n, total, 1)
+        if st < 0:
+            return 2, branched
+    p = n
+    j = m - 1
+    while j >= 0:
+        kind = kinds[j]
+        tgt = F[j + 1, st, p]
+        if kind == CODE or kind == REMOVE:
+            if st == 0:
+                q, hs = p, 0
+            elif j + 1 < m and closes[j + 1]:
+                q, hs = p, st
+            elif st == 2:
+                q, hs = p, 2
+            else:  # a match (or rewrite) right here, or deletions after any state
+                want1 = tgt - D[p]
+                want3 = tgt - D[p] - delete_open
+                qmin, qmax = -1, -1
+                for r in range(p + 1):
+                    hit = H[j, 1, r] - D[r] == want1
+                    if not hit and r < p:
+                        hit = min(min(H[j, 0, r], H[j, 1, r]), H[j, 2, r]) - D[r] == want3
+                    if hit:
+                        if qmin < 0:
+                            qmin = r
+                        qmax = r
+                if qmin < 0:
+                    return 1, branched
+                if qmin != qmax:
+                    branched = True
+                q = qmax if late else qmin
+                hs = 1 if H[j, 1, q] - D[q] == want1 else 3
+            if hs == 3:  # deletions after any of the three
+                value = min(min(H[j, 0, q], H[j, 1, q]), H[j, 2, q])
+                hs = 0 if H[j, 0, q] == value else (1 if H[j, 1, q] == value else 2)
+            hq = H[j, hs, q]
+            if kind == REMOVE:
+                smin, smax = -1, -1
+                for k in range(rem_at[j], rem_at[j + 1]):
+                    s = rem_s[k]
+                    if rem_e[k] == q and min(min(F[j, 0, s], F[j, 1, s]), F[j, 2, s]) == hq:
+                        if smin < 0 or s < smin:
+                            smin = s
+                        if s > smax:
+                            smax = s
+                if smin < 0:
+                    return 1, branched
+                if smin != smax:
+                    branched = True
+                s = smax if late else smin
+                has_span[j] = True
+                span_s[j] = s
+                span_e[j] = q
+                p = s
+                st = _state_of(F, j, s, hq, 0)
+            elif hs == 1 and not (q >= 1 and sid[j] >= 0 and oid[q - 1] == sid[j] and (
+                    min(F[j, 1, q - 1], F[j, 2, q - 1])
+                    + _pen(keyed, ow, target, indent, j, q - 1) == hq)):
+                p = q - 1  # a rewrite
+                st = _state_of(F, j, q - 1, hq - substitute, 0)
+            elif hs == 0 or hs == 1:
+                sm[j] = q - 1
+                p = q - 1
+                if hs == 0:
+                    st = 0
+                else:
+                    st = _state_of(F, j, q - 1, hq - _pen(keyed, ow, target, indent, j, q - 1),
+                                   1)
+            else:  # inserted
+                c = ins_base[j]
+                if ins_dup[j]:  # a copy of the line within ``near`` lines
+                    for k in range(lo_a[j], hi_a[j]):
+                        if q - near <= by[k] <= q + near - 1:
+                            c += costv[C_DUPLICATE]
+                            break
+                p = q
+                if F[j, 2, q] + c == hq:
+                    st = 2
+                else:
+                    st = _state_of(F, j, q, hq - c - ins_open, 2)
+            if st < 0:
+                return 2, branched
+            j -= 1
+        elif kind == LEFT_OUT_END:
+            f0 = F[j, 0, n]
+            changed = min(F[j, 1, n], F[j, 2, n])
+            ended = min(changed, f0 + unchanged) if has_block[j] else min(f0, changed)
+            if ended == tgt:  # the sketch wrote the file's end
+                has_span[j] = True
+                span_s[j] = n
+                span_e[j] = n
+                st = 0
+                if changed == tgt:
+                    st = _state_of(F, j, n, tgt, 1)
+                    if st < 0:
+                        return 2, branched
+                j -= 1
+                continue
+            smin, smax = -1, -1
+            for s in range(n):
+                if min(H[j - 1, 3, s], H[j - 1, 0, s] + unchanged) == tgt:
+                    if smin < 0:
+                        smin = s
+                    smax = s
+            if smin < 0:
+                return 1, branched
+            if smin != smax:
+                branched = True
+            s = smax if late else smin
+            has_span[j] = True
+            span_s[j] = s
+            span_e[j] = n
+            sm[j - 1] = s - 1  # the last code line, matched right before the kept lines
+            st = 0
+            if H[j - 1, 3, s] == tgt:
+                st = _state_of(F, j - 1, s - 1,
+                               tgt - _pen(keyed, ow, target, indent, j - 1, s - 1), 1)
+                if st < 0:
+                    return 2, branched
+            p = s - 1
+            j -= 2
+        else:  # a marker: H[j] holds its block end E and C, E plus its indentation penalty
+            if kind == IMPLICIT and j == 0 and no_first_run:
+                if p > 0:  # the first line is new, and lines before it would go
+                    return 1, branched
+                has_span[j] = True
+                span_s[j] = 0
+                span_e[j] = 0
+                st = 0
+                j -= 1
+                continue
+            upto = p + 1 if kind == IMPLICIT else p
+            smin, smax = -1, -1
+            for s in range(upto):
+                if H[j, 1, s] == tgt:
+                    if smin < 0:
+                        smin = s
+                    smax = s
+            if kind != IMPLICIT and H[j, 0, p] + marker_empty == tgt:  # it keeps nothing
+                if smin < 0:
+                    smin = p
+                smax = p
+            if smin < 0:
+                return 1, branched
+            if smin != smax:
+                branched = True
+            s = smax if late else smin
+            has_span[j] = True
+            span_s[j] = s
+            span_e[j] = p
+            value = H[j, 0, s] if (s < p or kind == IMPLICIT) else tgt - marker_empty
+            st = 0
+            if min(F[j, 1, s], F[j, 2, s]) == value:
+                st = _state_of(F, j, s, value, 1)
+                if st < 0:
+                    return 2, branched
+            p = s
+            j -= 1
+    return 0, branched
