@@ -22,7 +22,6 @@ about 110 MB) bounds it; beyond that the caller keeps the piecewise reading alon
 
 from __future__ import annotations
 
-from collections import _count_elements  # type: ignore[attr-defined]
 from dataclasses import dataclass
 from typing import Callable
 
@@ -98,8 +97,8 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
 def warm() -> None:
     """Load (or, on a cold cache, compile: about 4 s) the compiled forward pass now rather
     than on the first sketch (about 0.5 CPU s from the cache)."""
-    align(["a", "b"], [0, 0], ["a", "x", "b"], [0, 0, 0], [0, 0, 0], 0, {},
-          lambda key: False)
+    align(["value = f(1)", "b"], [0, 0], ["value = f(2)", "b"], [0, 0], [0, 0], 0, {},
+          lambda key: False)  # (a rewrite: ``similar``'s kernel too)
 
 
 class _Problem:
@@ -139,7 +138,8 @@ class _Problem:
         self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
         self.joined: str | None = None
         self.starts = _NONE
-        self.char_counts: dict[int, dict[str, int]] = {}  # original line: its characters
+        self.codes: np.ndarray | None = None  # the keys' code points, one after another
+        self.code_starts = _NONE
         self.branched = False  # whether a trace met two equally good choices
         self._edges()
         # A block that changes nothing is not something a writer sends, so ending one costs
@@ -232,29 +232,18 @@ class _Problem:
             return _NONE
         # difflib's real_quick_ratio and quick_ratio (a SequenceMatcher would also index
         # the key for the full ratio, which is never asked): the same values, the same
-        # float arithmetic (2.0 * matches / length), counted with Counter in C
-        lb = len(key)
-        bcount: dict[str, int] = {}
-        _count_elements(bcount, key)  # Counter's own C loop, without Counter's checks
-        bget = bcount.get
-        counts = self.char_counts
-        out = []
-        for p in found[:64]:
-            okey = self.okeys[p]
-            length = len(okey) + lb
-            if 2.0 * min(len(okey), lb) / length < 0.7:
-                continue
-            acount = counts.get(p)
-            if acount is None:
-                acount = counts[p] = {}
-                _count_elements(acount, okey)
-            matches = 0
-            for ch, k in acount.items():
-                b = bget(ch, 0)
-                matches += k if k < b else b  # noqa: FURB136 - no call per character
-            if 2.0 * matches / length >= 0.7:
-                out.append(p)
-        return np.asarray(out, dtype=np.int64)
+        # float arithmetic, compiled (``align_kernel.similar``) over code points
+        if self.codes is None:
+            self.codes = np.frombuffer("".join(self.okeys).encode("utf-32-le", "surrogatepass"),
+                                       dtype=np.uint32)
+            self.code_starts = np.zeros(self.n, dtype=np.int64)
+            np.cumsum(self.lens[:-1], out=self.code_starts[1:])
+        cands = np.array(found[:64], dtype=np.int64)
+        out = np.empty(len(cands), dtype=np.int64)
+        k = align_kernel.similar(self.codes, self.code_starts, self.lens, cands,
+                                 np.frombuffer(key.encode("utf-32-le", "surrogatepass"),
+                                               dtype=np.uint32), out)
+        return out[:k]
 
     def insert_rule(self, j: int) -> tuple[int, bool]:
         """Inserting line j: its cost, and whether it costs ``duplicate`` more within

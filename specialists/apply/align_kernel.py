@@ -49,8 +49,6 @@ def forward(kinds: np.ndarray, closes: np.ndarray, has_block: np.ndarray, D: np.
     indent = costv[C_INDENT]
     near = costv[C_NEAR]
     unchanged = costv[C_UNCHANGED]
-    ins = np.empty(N, dtype=np.int64)
-    anyway = np.empty(N, dtype=np.int64)
     # the first row: nothing read yet; deletions after the start
     for p in range(N):
         F[0, 0, p] = INF
@@ -67,57 +65,57 @@ def forward(kinds: np.ndarray, closes: np.ndarray, has_block: np.ndarray, D: np.
                 F[j, 1, p] = H[j - 1, 1, p]
         kind = kinds[j]
         if kind == CODE:
-            # inserting the line: its cost at every position
+            f0, f1, fi = F[j, 0], F[j, 1], F[j, 2]
+            a0, a1, ai, m1 = H[j, 0], H[j, 1], H[j, 2], H[j, 3]
+            # AI: inserting the line, after a match or deletion (a run opened) or an insertion
             base = ins_base[j]
             for p in range(N):
-                ins[p] = base
-            if ins_dup[j]:
-                for k in range(lo_a[j], hi_a[j]):
-                    q = by[k]
-                    for p in range(max(q - near + 1, 0), min(q + near + 1, N)):
-                        ins[p] = base + costv[C_DUPLICATE]
+                ai[p] = min(min(f0[p], f1[p]) + ins_open, fi[p]) + base
+                a0[p] = INF
+                a1[p] = INF
+                m1[p] = INF
             if j == 1 and kinds[0] == IMPLICIT:
-                first = min(F[j, 0, 0], F[j, 1, 0]) + ins_open
-                H[j, 2, 0] = min(first, F[j, 2, 0]) + ins[0]
+                # lines kept before the first code line (a first marker left out) end where
+                # the sketch's first line matches; a new first line starts the file
                 for p in range(1, N):
-                    H[j, 2, p] = min(INF, F[j, 2, p]) + ins[p]
-            else:
-                for p in range(N):
-                    H[j, 2, p] = min(min(F[j, 0, p], F[j, 1, p]) + ins_open, F[j, 2, p]) + ins[p]
-            for p in range(N):
-                H[j, 0, p] = INF
-                H[j, 1, p] = INF
-                H[j, 3, p] = INF
-            if lo_a[j] >= 0:  # the original has the line
+                    ai[p] = min(INF, fi[p]) + base
+            if ins_dup[j]:  # a copy of the line within ``near`` lines costs ``duplicate``
+                dup = costv[C_DUPLICATE]
+                done = 0  # the windows come in ascending order: each position once
                 for k in range(lo_a[j], hi_a[j]):
                     q = by[k]
-                    a0 = F[j, 0, q]
-                    a1 = min(F[j, 1, q], F[j, 2, q])
+                    for p in range(max(q - near + 1, done), min(q + near + 1, N)):
+                        ai[p] += dup
+                    done = max(done, min(q + near + 1, N))
+            if lo_a[j] >= 0:  # the original has the line: A0, A1 (and M1) where it matches
+                for k in range(lo_a[j], hi_a[j]):
+                    q = by[k]
+                    x0 = f0[q]
+                    x1 = min(f1[q], fi[q])
                     if keyed[j] and by_w[k] != target[j]:
-                        a0 += indent
-                        a1 += indent
-                    H[j, 0, q + 1] = a0
-                    H[j, 1, q + 1] = a1
-                    H[j, 3, q + 1] = a1
-                for p in range(N):
-                    anyway[p] = min(min(H[j, 0, p], H[j, 1, p]), H[j, 2, p])
+                        x0 += indent
+                        x1 += indent
+                    a0[q + 1] = x0
+                    a1[q + 1] = x1
+                    m1[q + 1] = x1
             else:  # rewrites of similar lines
                 for k in range(subs_at[j], subs_at[j + 1]):
                     q = subs[k]
-                    v = min(min(F[j, 0, q], F[j, 1, q]), F[j, 2, q]) + costv[C_SUBSTITUTE]
-                    if v < H[j, 1, q + 1]:
-                        H[j, 1, q + 1] = v
-                for p in range(N):
-                    anyway[p] = min(H[j, 1, p], H[j, 2, p])
-            # F1 after: A1, or at least one deletion (a run opened) after any state
+                    v = min(min(f0[q], f1[q]), fi[q]) + costv[C_SUBSTITUTE]
+                    if v < a1[q + 1]:
+                        a1[q + 1] = v
+            # the next row; F1: A1, or at least one deletion (a run opened) after any state
+            g0, g1, g2 = F[j + 1, 0], F[j + 1, 1], F[j + 1, 2]
+            c = INF  # the running minimum of min(A0, A1, AI) - D before p
             for p in range(N):
-                F[j + 1, 0, p] = H[j, 0, p]
-                F[j + 1, 2, p] = H[j, 2, p]
-            F[j + 1, 1, 0] = min(H[j, 1, 0], INF + delete_open)
-            c = anyway[0] - D[0]  # the running minimum of anyway - D before p
-            for p in range(1, N):
-                F[j + 1, 1, p] = min(H[j, 1, p], c + D[p] + delete_open)
-                c = min(c, anyway[p] - D[p])
+                x0 = a0[p]
+                x1 = a1[p]
+                x2 = ai[p]
+                g0[p] = x0
+                g2[p] = x2
+                g1[p] = min(x1, (INF if p == 0 else c) + D[p] + delete_open)
+                v = min(min(x0, x1), x2) - D[p]
+                c = v if p == 0 else min(c, v)
         elif kind == REMOVE:
             for p in range(N):
                 H[j, 0, p] = INF
@@ -392,3 +390,39 @@ def trace(late: bool, F: np.ndarray, H: np.ndarray, D: np.ndarray, kinds: np.nda
             p = s
             j -= 1
     return 0, branched
+
+
+@njit(cache=True, nogil=True)
+def similar(codes: np.ndarray, starts: np.ndarray, lens: np.ndarray, found: np.ndarray,
+            key: np.ndarray, out: np.ndarray) -> int:
+    """Of the original lines ``found`` (their code points: ``codes[starts[p]:][:lens[p]]``),
+    those whose difflib real_quick_ratio and quick_ratio with ``key`` (code points) are at
+    least 0.7, in order, written to ``out``; returns how many. The same float arithmetic as
+    difflib (2.0 * matches / length); matches, the size of the two multisets' intersection,
+    by merging the sorted code points."""
+    lb = key.shape[0]
+    b = np.sort(key)
+    k = 0
+    for i in range(found.shape[0]):
+        p = found[i]
+        la = lens[p]
+        length = la + lb
+        if 2.0 * min(la, lb) / length < 0.7:
+            continue
+        a = np.sort(codes[starts[p]:starts[p] + la])
+        matches = 0
+        x = 0
+        y = 0
+        while x < la and y < lb:
+            if a[x] == b[y]:
+                matches += 1
+                x += 1
+                y += 1
+            elif a[x] < b[y]:
+                x += 1
+            else:
+                y += 1
+        if 2.0 * matches / length >= 0.7:
+            out[k] = p
+            k += 1
+    return k
