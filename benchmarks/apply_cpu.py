@@ -9,8 +9,8 @@ sketches as ``benchmarks/apply.py`` (its ``cases``), tokens as there (tiktoken
     python benchmarks/apply_cpu.py DATA... [--per-project 40] [--generator both] [--seed 0]
 
 Prints one JSON line: sketches, tokens, tokens/s of each (CPU time) and their ratio. The
-applier's one-time start (loading, or on a cold cache compiling, the global alignment's
-compiled forward pass: ``align.warm``, what ``ApplySpecialist.setup`` does) is timed
+applier's one-time start (loading, or on a cold cache compiling, its numba kernels:
+``applier.warm``, what ``ApplySpecialist.setup`` does) is timed
 apart as ``warm_cpu_s`` and left out of the rate; ``applier_tokens_per_cpu_s_with_warm``
 counts it in.
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.apply import GENERATORS, baseline_apply, cases, load, tokenizer  # noqa: E402
 from specialists.apply import apply_sketch  # noqa: E402
-from specialists.apply.align import warm  # noqa: E402
+from specialists.apply.applier import warm  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

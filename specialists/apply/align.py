@@ -95,8 +95,8 @@ def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[in
 
 
 def warm() -> None:
-    """Load (or, on a cold cache, compile: about 4 s) the compiled forward pass now rather
-    than on the first sketch (about 0.5 CPU s from the cache)."""
+    """Load (or, on a cold cache, compile) the compiled kernels now rather than on the first
+    sketch (``applier.warm``)."""
     align(["value = f(1)", "b"], [0, 0], ["value = f(2)", "b"], [0, 0], [0, 0], 0, {},
           lambda key: False)  # (a rewrite: ``similar``'s kernel too)
 
