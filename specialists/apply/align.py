@@ -67,16 +67,6 @@ class Alignment:
     cost: int
 
 
-def _first_nonblank_widths(oblank: np.ndarray, ow: np.ndarray) -> np.ndarray:
-    """Each position's next non-blank line's width (itself when non-blank), -1 past the last."""
-    n = len(ow)
-    nxt = np.full(n + 1, n, dtype=np.int64)
-    nonblank = np.flatnonzero(~oblank)
-    nxt[nonblank] = nonblank
-    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
-    return np.append(ow, -1)[nxt]
-
-
 def align(okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[int],
           swidths: list[int], shift: int, removes: dict[int, list[tuple[int, int]]],
           weak: Callable[[str], bool], costs: Costs | None = None) -> tuple[Alignment, Alignment]:
@@ -123,18 +113,11 @@ class _Problem:
         self.ids = ids = dict(zip(dict.fromkeys(okeys), range(n)))
         self.oid = np.fromiter(map(ids.__getitem__, okeys), dtype=np.int64, count=n)
         self.ow = np.asarray(owidths, dtype=np.int64)
-        # the positions of each id, ascending, as slices of one array: by[at[i]:at[i + 1]]
-        self.by = np.argsort(self.oid, kind="stable")
-        self.by1 = self.by + 1
-        self.by_w = self.ow[self.by]
-        self.at = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(self.oid, minlength=len(ids)), out=self.at[1:])
         self.lens = np.fromiter(map(len, okeys), dtype=np.int64, count=n)
-        oblank = self.lens == 0
-        dcost = np.where(oblank, costs.delete_blank, costs.delete).astype(np.int64)
-        self.D = np.zeros(n + 1, dtype=np.int64)  # D[p]: deleting lines 0..p-1
-        np.cumsum(dcost, out=self.D[1:])
-        self.fnb = _first_nonblank_widths(oblank, self.ow)
+        # the positions of each id, ascending, as slices of one array: by[at[i]:at[i + 1]];
+        # D[p]: deleting lines 0..p-1; fnb: each position's next non-blank line's width
+        self.by, self.by_w, self.at, self.D, self.fnb = align_kernel.prepare(
+            self.oid, self.ow, self.lens, len(ids), costs.delete, costs.delete_blank)
         self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
         self.joined: str | None = None
         self.starts = _NONE
@@ -285,6 +268,7 @@ class _Problem:
         kk = np.empty(m, dtype=np.int64)
         lo = np.full(m, -1, dtype=np.int64)
         hi = np.full(m, -1, dtype=np.int64)
+        sid = np.full(m, -1, dtype=np.int64)  # a code line's key id (-1: not in the original)
         ins_base = np.zeros(m, dtype=np.int64)
         ins_dup = np.zeros(m, dtype=np.bool_)
         subs: list[np.ndarray] = []
@@ -300,6 +284,7 @@ class _Problem:
                 i = ids.get(skeys[j])
                 if i is not None:
                     lo[j], hi[j] = at[i], at[i + 1]
+                    sid[j] = i
                 else:
                     found = self.similar(j)
                     if len(found):
@@ -323,7 +308,7 @@ class _Problem:
             lo=lo, hi=hi, target=np.asarray(self.swidths, dtype=np.int64) - self.shift,
             keyed=np.fromiter(map(bool, skeys), dtype=np.bool_, count=m), ins_base=ins_base,
             ins_dup=ins_dup, rem_s=rem_a[:, 0].copy(), rem_e=rem_a[:, 1].copy(), rem_at=rem_at,
-            sid=np.fromiter((ids.get(key, -1) for key in skeys), dtype=np.int64, count=m))
+            sid=sid)
         self.total = int(align_kernel.forward(
             kk, closes, a["has_block"], self.D, a["costv"], lo, hi, self.by, self.by_w,
             a["target"], a["keyed"], ins_base, ins_dup, np.concatenate(subs) if subs else _NONE,

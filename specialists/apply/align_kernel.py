@@ -426,3 +426,39 @@ def similar(codes: np.ndarray, starts: np.ndarray, lens: np.ndarray, found: np.n
             out[k] = p
             k += 1
     return k
+
+
+@njit(cache=True, nogil=True)
+def prepare(oid: np.ndarray, ow: np.ndarray, lens: np.ndarray, n_ids: int, delete: int,
+            delete_blank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                        np.ndarray]:
+    """The original's tables: ``by`` (positions grouped by key id, ascending within each,
+    as a stable argsort of ``oid``) and ``at`` (each id's slice of it), ``by_w`` (their
+    widths), ``D`` (D[p]: deleting lines 0..p-1) and ``fnb`` (each position's next
+    non-blank line's width, itself when non-blank; -1 past the last)."""
+    n = oid.shape[0]
+    at = np.zeros(n_ids + 1, dtype=np.int64)
+    for p in range(n):
+        at[oid[p] + 1] += 1
+    for i in range(n_ids):
+        at[i + 1] += at[i]
+    fill = at[:-1].copy()
+    by = np.empty(n, dtype=np.int64)
+    by_w = np.empty(n, dtype=np.int64)
+    for p in range(n):
+        i = oid[p]
+        by[fill[i]] = p
+        by_w[fill[i]] = ow[p]
+        fill[i] += 1
+    D = np.empty(n + 1, dtype=np.int64)
+    D[0] = 0
+    for p in range(n):
+        D[p + 1] = D[p] + (delete_blank if lens[p] == 0 else delete)
+    fnb = np.empty(n + 1, dtype=np.int64)
+    width = -1
+    fnb[n] = -1
+    for p in range(n - 1, -1, -1):
+        if lens[p] != 0:
+            width = ow[p]
+        fnb[p] = width
+    return by, by_w, at, D, fnb
