@@ -35,6 +35,11 @@ __all__ = ["Alignment", "Costs", "align", "warm", "MAX_CELLS"]
 MAX_CELLS = 2_000_000
 _INF = np.int64(1) << 50
 _NONE = np.empty(0, dtype=np.int64)
+# what ``str.isspace`` (and so ``str.split``) takes for whitespace, as code points
+# (tests/apply/test_fast_paths.py checks this against every code point)
+_SPACES = np.array([9, 10, 11, 12, 13, 28, 29, 30, 31, 32, 133, 160, 5760, 8192, 8193, 8194,
+                    8195, 8196, 8197, 8198, 8199, 8200, 8201, 8202, 8232, 8233, 8239, 8287,
+                    12288], dtype=np.uint32)
 IMPLICIT = 3  # same value as sketch_lines.IMPLICIT: a marker the sketch left out (may keep nothing)
 
 
@@ -118,9 +123,6 @@ class _Problem:
         # D[p]: deleting lines 0..p-1; fnb: each position's next non-blank line's width
         self.by, self.by_w, self.at, self.D, self.fnb = align_kernel.prepare(
             self.oid, self.ow, self.lens, len(ids), costs.delete, costs.delete_blank)
-        self.by_head: dict[tuple[int, str], list[int]] = {}  # same_head's answers
-        self.joined: str | None = None
-        self.starts = _NONE
         self.codes: np.ndarray | None = None  # the keys' code points, one after another
         self.code_starts = _NONE
         self.branched = False  # whether a trace met two equally good choices
@@ -173,59 +175,26 @@ class _Problem:
             return _NONE
         return self.by[self.at[i]:self.at[i + 1]]
 
-    def same_head(self, width: int, head: str) -> list[int]:
-        """Original lines at this indentation whose first word starts with ``head`` (the
-        first word cut to 12 characters): found by searching the joined keys (lines never
-        hold a newline) rather than by an index of every line's first word, since a sketch
-        asks for a few heads only."""
-        cached = self.by_head.get((width, head))
-        if cached is not None:
-            return cached
-        if self.joined is None:
-            self.joined = "\n" + "\n".join(self.okeys) + "\n"  # a newline before every line
-            self.starts = np.zeros(self.n, dtype=np.int64)
-            np.cumsum(self.lens[:-1] + 1, out=self.starts[1:])
-        # a head under 12 characters is the whole first word: whitespace (``isspace``, what
-        # ``split`` cuts at; the newline after the line too) follows it
-        joined, needle = self.joined, "\n" + head
-        whole_word = len(head) < 12
-        offsets = []
-        at = joined.find(needle)
-        while at >= 0:
-            if not whole_word or joined[at + len(needle)].isspace():
-                offsets.append(at)
-            at = joined.find(needle, at + 1)
-        found: list[int] = []
-        if offsets:
-            ps = np.searchsorted(self.starts, offsets)
-            found = ps[self.ow[ps] == width].tolist()
-        self.by_head[(width, head)] = found
-        return found
-
     def similar(self, j: int) -> np.ndarray:
-        """Original lines a new sketch line may rewrite: same indentation, same first word,
-        and similar (difflib quick_ratio >= 0.7). A rewrite costs less than a deletion and an
-        insertion, so of two places a block fits, the one where its new lines modify old ones
-        wins."""
+        """Original lines a new sketch line may rewrite: same indentation, same first word
+        (cut to 12 characters; the first 64 such lines), and similar (difflib's
+        real_quick_ratio and quick_ratio >= 0.7). A rewrite costs less than a deletion and
+        an insertion, so of two places a block fits, the one where its new lines modify old
+        ones wins. Compiled (``align_kernel.similar``), over code points: the same values,
+        the same float arithmetic as difflib."""
         key = self.skeys[j]
         if not key or key in self.ids or self.weak(key):
             return _NONE
-        found = self.same_head(self.swidths[j] - self.shift, key.split(None, 1)[0][:12])
-        if not found:
-            return _NONE
-        # difflib's real_quick_ratio and quick_ratio (a SequenceMatcher would also index
-        # the key for the full ratio, which is never asked): the same values, the same
-        # float arithmetic, compiled (``align_kernel.similar``) over code points
         if self.codes is None:
             self.codes = np.frombuffer("".join(self.okeys).encode("utf-32-le", "surrogatepass"),
                                        dtype=np.uint32)
             self.code_starts = np.zeros(self.n, dtype=np.int64)
             np.cumsum(self.lens[:-1], out=self.code_starts[1:])
-        cands = np.array(found[:64], dtype=np.int64)
-        out = np.empty(len(cands), dtype=np.int64)
-        k = align_kernel.similar(self.codes, self.code_starts, self.lens, cands,
-                                 np.frombuffer(key.encode("utf-32-le", "surrogatepass"),
-                                               dtype=np.uint32), out)
+        out = np.empty(64, dtype=np.int64)
+        k = align_kernel.similar(
+            self.codes, self.code_starts, self.lens, self.ow, self.swidths[j] - self.shift,
+            np.frombuffer(key.encode("utf-32-le", "surrogatepass"), dtype=np.uint32),
+            len(key.split(None, 1)[0][:12]), _SPACES, out)
         return out[:k]
 
     def insert_rule(self, j: int) -> tuple[int, bool]:

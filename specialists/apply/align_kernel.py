@@ -393,23 +393,49 @@ def trace(late: bool, F: np.ndarray, H: np.ndarray, D: np.ndarray, kinds: np.nda
 
 
 @njit(cache=True, nogil=True)
-def similar(codes: np.ndarray, starts: np.ndarray, lens: np.ndarray, found: np.ndarray,
-            key: np.ndarray, out: np.ndarray) -> int:
-    """Of the original lines ``found`` (their code points: ``codes[starts[p]:][:lens[p]]``),
-    those whose difflib real_quick_ratio and quick_ratio with ``key`` (code points) are at
-    least 0.7, in order, written to ``out``; returns how many. The same float arithmetic as
-    difflib (2.0 * matches / length); matches, the size of the two multisets' intersection,
-    by merging the sorted code points."""
+def similar(codes: np.ndarray, starts: np.ndarray, lens: np.ndarray, ow: np.ndarray,
+            width: int, key: np.ndarray, head: int, spaces: np.ndarray,
+            out: np.ndarray) -> int:
+    """Original lines a new sketch line ``key`` (code points) may rewrite, written to
+    ``out`` in order; returns how many. Candidates: the first 64 original lines (code
+    points ``codes[starts[p]:][:lens[p]]``) at indentation ``width`` whose first word starts
+    with the key's first ``head`` code points (its first word cut to 12 characters: under
+    12, the whole word, so whitespace, one of ``spaces``, or the line's end follows it).
+    Kept: those whose difflib real_quick_ratio and quick_ratio with the key are at least 0.7,
+    the same float arithmetic as difflib (2.0 * matches / length); matches, the size of the
+    two multisets' intersection, by merging the sorted code points."""
     lb = key.shape[0]
     b = np.sort(key)
     k = 0
-    for i in range(found.shape[0]):
-        p = found[i]
+    taken = 0
+    for p in range(lens.shape[0]):
+        if taken >= 64:
+            break
         la = lens[p]
+        if ow[p] != width or la < head:
+            continue
+        s = starts[p]
+        same = True
+        for t in range(head):
+            if codes[s + t] != key[t]:
+                same = False
+                break
+        if not same:
+            continue
+        if head < 12 and la > head:
+            c = codes[s + head]
+            space = False
+            for w in spaces:
+                if c == w:
+                    space = True
+                    break
+            if not space:
+                continue
+        taken += 1
         length = la + lb
         if 2.0 * min(la, lb) / length < 0.7:
             continue
-        a = np.sort(codes[starts[p]:starts[p] + la])
+        a = np.sort(codes[s:s + la])
         matches = 0
         x = 0
         y = 0
