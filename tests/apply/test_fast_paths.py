@@ -83,3 +83,20 @@ def test_compiled_similar_is_difflibs_quick_ratio(seed: int) -> None:
         for j, key in enumerate(skeys):
             expected = [] if len(key) <= 4 else _similar_reference(okeys, owidths, key, 4)
             assert problem.similar(j).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_split_lines_indent_char_counts_lines(seed: int) -> None:
+    from specialists.apply.text import _leading_tabs_spaces, split_lines
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        n = rng.choice([0, 1, 2, 5, 399, 400, 401, 450])
+        text = "\n".join("".join(rng.choice("\t \t  x\r") for _ in range(rng.randrange(4)))
+                         for _ in range(n)) + rng.choice(["", "\n", "\r\n"])
+        lines = split_lines(text)
+        head = lines.raw[:400]
+        tabs = sum(line.startswith("\t") for line in head)
+        spaces = sum(line.startswith(" ") for line in head)
+        assert _leading_tabs_spaces(text, head) == (tabs, spaces)
+        assert lines.indent_char == ("\t" if tabs > spaces else " ")
