@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.sketch_styles import make_frontier_sketch  # noqa: E402
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
+from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
 
 MORPH_TOKENS_PER_S = 10_500
@@ -283,6 +284,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         meter = FallbackMeter(args.fallback)
 
     enc = tokenizer()
+    warm()  # the applier's compiled kernels, loaded once as a server does (not timed)
     token_cache: dict[int, int] = {}
     stats: dict[str, Counter[str]] = defaultdict(Counter)
     apply_seconds = baseline_seconds = 0.0

@@ -7,17 +7,25 @@ import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from specialists.apply import checks
+from specialists.apply import align, checks, gap_search
 from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.languages import language_for_path
 from specialists.apply.merge import merge
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
 from specialists.apply.text import split_lines
 
-__all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff"]
+__all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff", "warm"]
 
 log = logging.getLogger(__name__)
 _DEFAULT = ApplyOptions()
+
+
+def warm() -> None:
+    """Load the applier's compiled kernels (numba: the global alignment's, the gap DP's)
+    now rather than on the first sketch: about 0.5 CPU s from numba's cache, several
+    seconds to compile them on a cold one (``ApplySpecialist.setup`` calls it)."""
+    align.warm()
+    gap_search.warm()
 
 
 @dataclass(frozen=True)

@@ -164,10 +164,10 @@ def check_redefinitions(out: list[str], origin: list[int], language: str | None)
 
 def check_deletions(deleted_by_context: int, original_keys: list[str],
                     options: ApplyOptions) -> None:
+    if deleted_by_context <= options.min_delete_lines:
+        return  # (the non-blank lines are counted only when the first condition holds)
     nonblank = sum(map(bool, original_keys))
-    if deleted_by_context > options.min_delete_lines and (
-        deleted_by_context > options.max_delete_share * nonblank
-    ):
+    if deleted_by_context > options.max_delete_share * nonblank:
         raise Abstain(
             f"the merge would delete {deleted_by_context} of {nonblank} original lines that "
             f"no remove comment names (limit {options.max_delete_share:.0%})"

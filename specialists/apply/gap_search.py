@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specialists.apply import chain_kernel
 from specialists.apply.expansion import emit_gap
 from specialists.apply.languages import definition_end, definition_name
 from specialists.apply.markers import LineKind
@@ -27,7 +28,7 @@ from specialists.apply.result import Abstain
 if TYPE_CHECKING:
     from specialists.apply.merger import Merger
 
-__all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "deletion_costs"]
+__all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "deletion_costs", "warm"]
 
 
 @dataclass(frozen=True)
@@ -131,55 +132,23 @@ def best_chain(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa:
     """Best monotone chain of nodes; also whether any tie was met on the way.
 
     Nodes come sorted by sketch line; the nodes of one sketch line are scored together
-    against all nodes of earlier lines (one matrix per line, numpy), since a chain never
-    holds two nodes of one line."""
+    against all nodes of earlier lines (``chain_kernel.best_chain``, compiled: the same
+    float operations as the numpy matrices it replaced), since a chain never holds two
+    nodes of one line."""
     if len(nodes) < _SMALL_CHAIN:
         return _best_chain_loop(merger, nodes, ja, pa, jb, pb, prefer_right)
-    sep_prefix = merger.sk.sep_prefix
-    dcost = merger.dcost
     count = len(nodes)
-    table = np.array(nodes, dtype=np.float64).reshape(count, 3)
-    js = table[:, 0].astype(np.int64)
-    ps = table[:, 1].astype(np.int64)
     seps, dc = _arrays(merger)
-    a_sep = seps[js + 1]  # as a predecessor: separators counted after its line
-    a_cost = dc[ps + 1]
-    best = np.empty(count)
-    back = np.full(count, -1, dtype=np.int64)
-    tied = False
-    starts = np.flatnonzero(np.diff(js, prepend=-1))
-    ends = np.append(starts[1:], count)
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        jb_ = int(js[s])
-        pbs = ps[s:e]
-        if sep_prefix[jb_] - sep_prefix[ja + 1] > 0:
-            start = np.zeros(e - s)
-        else:
-            start = -(dc[pbs] - dc[pa + 1])
-        if s == 0:
-            best[s:e] = start + table[s:e, 2]
-            continue
-        sep = seps[jb_] - a_sep[:s] > 0
-        v = best[None, :s] - np.where(sep[None, :], 0.0, dc[pbs][:, None] - a_cost[None, :s])
-        pa_ = ps[None, :s]
-        near = (~sep & (js[:s] == jb_ - 1))[None, :] & (pa_ == pbs[:, None] - 1)
-        v = np.where(near, v + merger.wt.diag, v)
-        v[pa_ >= pbs[:, None]] = -np.inf
-        score, arg, row_tied = _pick(v, start, prefer_right)
-        tied = tied or row_tied
-        best[s:e] = score + table[s:e, 2]
-        back[s:e] = arg
-    empty = 0.0 if sep_prefix[jb] - sep_prefix[ja + 1] > 0 else -(dcost[pb] - dcost[pa + 1])
-    tail = np.where(seps[jb] - a_sep > 0, 0.0, dc[pb] - a_cost)
-    _, end_arg, end_tied = _pick((best - tail)[None, :], np.array([empty]), prefer_right)
-    tied = tied or end_tied
-    end = int(end_arg[0])
+    back = np.empty(count, dtype=np.int64)
+    end, tied = chain_kernel.best_chain(np.array(nodes, dtype=np.float64).reshape(count, 3),
+                                        seps, dc, ja, pa, jb, pb, merger.wt.diag, prefer_right,
+                                        _EPS, back)
     chain: list[tuple[int, int]] = []
     while end >= 0:
-        chain.append((int(js[end]), int(ps[end])))
+        chain.append((nodes[end][0], nodes[end][1]))
         end = int(back[end])
     chain.reverse()
-    return chain, tied
+    return chain, bool(tied)
 
 
 def _best_chain_loop(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
@@ -232,24 +201,11 @@ def _best_chain_loop(merger: Merger, nodes: list[tuple[int, int, float]], ja: in
     return chain, tied
 
 
-def _pick(values: np.ndarray, start: np.ndarray,
-          prefer_right: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Per row: the best of ``start`` (no predecessor, index -1) and the row's values, its
-    index, and whether two of them tie (within ``_EPS``). Ties go to the earliest candidate,
-    or the latest with ``prefer_right``."""
-    top = np.maximum(values.max(axis=1), start)
-    close = values > (top - _EPS)[:, None]
-    start_close = start > top - _EPS
-    tied = bool(((close.sum(axis=1) + start_close) > 1).any())
-    width = values.shape[1]
-    if prefer_right:
-        last = width - 1 - np.argmax(close[:, ::-1], axis=1)
-        arg = np.where(close.any(axis=1), last, -1)
-    else:
-        arg = np.where(start_close, -1, np.argmax(close, axis=1))
-    rows = np.arange(values.shape[0])
-    score = np.where(arg >= 0, values[rows, np.maximum(arg, 0)], start)
-    return score, arg, tied
+def warm() -> None:
+    """Load (or, on a cold cache, compile) ``chain_kernel`` now (``applier.warm``)."""
+    nodes = np.array([[1, 1, 1.0], [2, 2, 1.0]])
+    chain_kernel.best_chain(nodes, np.zeros(4, dtype=np.int64), np.zeros(4), 0, 0, 3, 3, 0.05,
+                            False, _EPS, np.empty(2, dtype=np.int64))
 
 
 def _arrays(merger: Merger) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from specialists.apply.applier import FileEdit, apply_sketch, combined_diff
+from specialists.apply.applier import FileEdit, apply_sketch, combined_diff, warm
 from specialists.apply.result import ApplyOptions, ApplyResult
 from pydantic import Field
 
@@ -98,6 +98,9 @@ class ApplySpecialist(Specialist):
         self.region_fallback: Any = None
 
     def setup(self) -> None:
+        # the compiled kernels: loaded from numba's cache (about 0.5 CPU s) or compiled on a
+        # cold one (several seconds) here, not on the first request
+        warm()
         if self.region_fallback_path:
             from specialists.apply.fallback import RegionFallback
 

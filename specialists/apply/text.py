@@ -39,9 +39,7 @@ def split_lines(text: str) -> Lines:
     if final_newline or raw == [""]:
         raw.pop()
     crs = text.count("\r\n") + text.endswith("\r")  # lines that end in "\r"
-    head = raw[:400]
-    tabs = sum(map(str.startswith, head, repeat("\t")))
-    spaces = sum(map(str.startswith, head, repeat(" ")))
+    tabs, spaces = _leading_tabs_spaces(text, raw[:400])
     return Lines(
         raw=raw,
         keys=list(map(str.strip, raw)),
@@ -49,6 +47,17 @@ def split_lines(text: str) -> Lines:
         crlf=bool(raw) and crs * 2 > len(raw),
         indent_char="\t" if tabs > spaces else " ",
     )
+
+
+def _leading_tabs_spaces(text: str, head: list[str]) -> tuple[int, int]:
+    """How many of ``head`` (the first lines of ``text``) start with a tab, with a space:
+    the first line, and each later one right after a newline before the end of the last
+    (counted in the text, not line by line)."""
+    if not head:
+        return 0, 0
+    end = sum(map(len, head)) + len(head) - 1
+    return (text.startswith("\t") + text.count("\n\t", 0, end),
+            text.startswith(" ") + text.count("\n ", 0, end))
 
 
 def indent_of(line: str) -> str:
