@@ -200,6 +200,10 @@ class _FastGPT2:
         """Per layer the int8 copies of its four products (:meth:`quantize`)."""
         self.head_int8: tuple[Any, Any] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy makes its own views of its own weights (:meth:`step`)
+        return {**self.__dict__, "_np": None}
+
     def quantize(self) -> None:
         """Run every matrix product (the blocks' four and the head) in int8: weights with a
         scale per output column, each activation row with its own (:func:`_int8_product`).

@@ -160,6 +160,10 @@ class TabPolicy:
         self._np: dict[str, Any] | None = None
         """numpy views of the head's weights, for acting (:meth:`_head_numpy`)."""
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a copy (copy.deepcopy, pickle) makes its own views of its own weights
+        return {**self.__dict__, "_np": None}
+
     # -- acting ------------------------------------------------------------------------
     def _tensors(self, obs_list: Sequence[Observation]) -> tuple[Any, Any, Any, Any]:
         import torch

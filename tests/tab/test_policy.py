@@ -105,5 +105,11 @@ def test_acting_in_numpy_equals_the_torch_head_before_and_after_an_update() -> N
     before = policy._head_numpy(*policy._arrays(obs_list))[0].copy()
     policy.train_step([Sample(obs=o, action=policy.act(o), reward=1.0) for o in obs_list])
     same()
+    # a copy of a policy that has acted trains its own weights, and acts with them
+    import copy
+
+    policy = copy.deepcopy(policy)
+    policy.train_step([Sample(obs=o, action=policy.act(o), reward=-1.0) for o in obs_list])
+    same()
     assert not np.allclose(before[np.isfinite(before)],
                            policy._head_numpy(*policy._arrays(obs_list))[0][np.isfinite(before)])
