@@ -33,7 +33,6 @@ from specialists.apply.markers import LineKind
 __all__ = ["Alignment", "Costs", "align", "warm", "MAX_CELLS"]
 
 MAX_CELLS = 2_000_000
-_INF = np.int64(1) << 50
 _NONE = np.empty(0, dtype=np.int64)
 # what ``str.isspace`` (and so ``str.split``) takes for whitespace, as code points
 # (tests/apply/test_fast_paths.py checks this against every code point)
@@ -109,7 +108,7 @@ class _Problem:
     def __init__(self, okeys: list[str], owidths: list[int], skeys: list[str], kinds: list[int],
                  swidths: list[int], shift: int, removes: dict[int, list[tuple[int, int]]],
                  weak: Callable[[str], bool], costs: Costs) -> None:
-        self.okeys, self.owidths, self.skeys, self.kinds = okeys, owidths, skeys, kinds
+        self.okeys, self.skeys, self.kinds = okeys, skeys, kinds
         self.swidths, self.shift, self.removes, self.weak, self.costs = (
             swidths, shift, removes, weak, costs)
         self.n = n = len(okeys)
@@ -283,7 +282,7 @@ class _Problem:
             a["target"], a["keyed"], ins_base, ins_dup, np.concatenate(subs) if subs else _NONE,
             subs_at, a["rem_s"], a["rem_e"], rem_at, self.fnb, self.no_first_run, self.rows,
             self.rows_h))
-        if self.total >= _INF // 2:
+        if self.total >= align_kernel.INF // 2:
             raise ValueError("no alignment")
 
     # ---- trace-back ---------------------------------------------------------------------

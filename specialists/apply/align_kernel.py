@@ -2,7 +2,7 @@
 
 The rows are short (a few hundred original lines), so the numpy version spent its time in
 the calls (about 25 a sketch line), not in the arithmetic. Every value here is the same
-int64 arithmetic as before (``_INF`` sums included), so costs, ties and both traces are
+int64 arithmetic as before (``INF`` sums included), so costs, ties and both traces are
 unchanged. ``cache=True`` keeps the machine code beside this module (or, where that folder
 is read-only, in numba's per-user cache or ``NUMBA_CACHE_DIR``): a cold cache compiles in
 a few seconds once; ``align.warm`` does it up front.

@@ -814,7 +814,8 @@ class TabLM:
         return [line.candidate() if line is not None else None for line in lines]
 
     def _extend(self, runs: Iterable[_Run], step: int) -> None:
-        """Decode the next token of every run that has not reached ``step`` yet, in one pass."""
+        """Decode the next token of every run that has not reached ``step`` yet, in one call
+        (:meth:`_FastGPT2.step`; one batched pass for other models)."""
         import torch
 
         with self._runs_lock:  # runs are shared between requests (and worker threads)
