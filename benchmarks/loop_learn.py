@@ -28,6 +28,10 @@ context-copy match to its line end, else the LM's line: ``baselines.default_cand
 with label smoothing ``--bc-smoothing`` spread over the other actions, and its value head to
 that rule's rewards, on the *training* projects (``--bc-projects``): it shows nearly always.
 
+``--collect-order dated`` has the users type the earlier history in date order (as time
+passes where the loop runs) instead of a seeded shuffle; ``--ask-after-edit`` adds the
+request when each hunk is done, as the deployed loop's simulated users make it.
+
 Collection is in-process (``harness.ObservationCache``: the LM is frozen, so its features
 are computed once per state; sessions are stepped in lockstep so the head runs batched).
 ``--lm pg,pg_sft`` (with ``ppo`` or ``ppo_stale``): the LM's own weights learn too, after
@@ -104,6 +108,12 @@ MAX_PER_PAIR = 300
 """Requests replayed per edit at most (``--max-requests-per-pair``): one edit of requests'
 history asks 7,340 times, and would otherwise be half of what is measured."""
 
+ASK_AFTER_EDIT = False
+"""``--ask-after-edit``: sessions also ask when each hunk is done
+(``Session(ask_after_edit=True)``), as the deployed loop's simulated users
+(``specialists.tab.loop.simulate``) and an editor do; off by default, the protocol the
+shipped policy was trained on and the earlier figures in BENCHMARKS.md were measured with."""
+
 
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
@@ -117,7 +127,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     prompt at every step it can learn from — its own line shown, or (``typed``) a
     suggestion not accepted where the user went on to type something on the line, which
     ``Step.typed`` then holds (the rest of the line the person typed next)."""
-    sessions = [(Session(p, reward=reward), pair_key(p)) for p in pairs]
+    sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT), pair_key(p)) for p in pairs]
     active = list(range(len(sessions)))
     steps: list[Step] = []
     rounds = 0
@@ -464,8 +474,9 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
                     target_kl=args.target_kl, lr=args.lr, seed=seed,
                     max_staleness=args.max_staleness if stale else 0, is_clip=args.is_clip)
-    order = list(collect_pool)
-    random.Random(f"{seed}:collect").shuffle(order)
+    order = list(collect_pool)  # sorted by date
+    if args.collect_order == "shuffled":
+        random.Random(f"{seed}:collect").shuffle(order)
     cursor = 0
     kept: list[list[Sample]] = []  # the last turns' samples (ppo_stale)
     rows: list[dict] = []
@@ -642,7 +653,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR
+    global MAX_PER_PAIR, ASK_AFTER_EDIT
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -652,6 +663,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--collect-from", choices=["earlier", "later"], default="earlier",
                    help="later: collect on the measured history itself — an in-sample upper bound "
                         "on what the update can find there, not a deployable setting")
+    p.add_argument("--collect-order", choices=["shuffled", "dated"], default="shuffled",
+                   help="the order the users type the earlier history in: a seeded shuffle, or by date "
+                        "(oldest first, as time passes where the loop is deployed), each cycling")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--turns", type=int, default=8)
     p.add_argument("--events-per-turn", type=int, default=4000)
@@ -675,6 +689,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--bc-smoothing", type=float, default=0.1)
     p.add_argument("--max-requests-per-pair", type=int, default=MAX_PER_PAIR,
                    help="replay each edit's first N requests only")
+    p.add_argument("--ask-after-edit", action=argparse.BooleanOptionalAction, default=ASK_AFTER_EDIT,
+                   help="a request also when each hunk is done, as the deployed loop's users ask (default off: "
+                        "the protocol the shipped policy was trained on)")
     p.add_argument("--batch-sessions", type=int, default=32, help="sessions stepped together in collection")
     p.add_argument("--lm", default="frozen",
                    help="the LM per run, comma-separated: frozen (the cache's), pg (policy gradient on "
@@ -702,6 +719,7 @@ def main(argv: list[str] | None = None) -> dict:
     lm_variants = [s for s in args.lm.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
+    ASK_AFTER_EDIT = args.ask_after_edit
 
     import torch
 
