@@ -5,7 +5,8 @@ The Tab LM (``specialists/tab/pretrain.py``) and the applier's learned fallback
 (GPT-2's scheme, so any UTF-8 text encodes without unknowns), a small GPT-2 with tied
 embeddings, AdamW with weight decay on the matrices only, and a schedule that follows a
 wall-clock budget (linear warm-up, then cosine decay to a tenth of the peak). Each caller
-brings its own corpus, batches and validation loss; no weights come from a hub.
+brings its own corpus; prompt → answer trainers (the fallback, the next-edit model) share
+the batches that mask the prompt out of the loss. No weights come from a hub.
 
 It sits below both specialists (the layers forbid one specialist importing another).
 """
@@ -19,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EOS", "RecipeArgs", "byte_level_bpe", "fit", "small_gpt2"]
+__all__ = ["EOS", "RecipeArgs", "byte_level_bpe", "encode_examples", "fit", "masked_batch", "masked_val_loss",
+           "small_gpt2"]
 
 EOS = "<|endoftext|>"
 
@@ -120,3 +122,39 @@ def fit(model: Any, args: RecipeArgs, next_batch: Callable[[], tuple[Any, Any]],
             print(json.dumps(row), flush=True)
     return {"steps": step, "tokens": tokens, "train_loss": loss_ema, "history": history,
             "minutes": round((time.time() - start) / 60, 2)}
+
+
+def encode_examples(tok: Any, pairs: Sequence[tuple[str, str]], limit: int) -> list[tuple[list[int], int]]:
+    """(prompt, answer) texts as (token ids, prompt length), those of at most ``limit`` tokens."""
+    out = []
+    for prompt, answer in pairs:
+        p = tok.encode(prompt).ids
+        a = tok.encode(answer).ids
+        if len(p) + len(a) <= limit:
+            out.append((p + a, len(p)))
+    return out
+
+
+def masked_batch(items: Sequence[tuple[list[int], int]], torch: Any) -> tuple[Any, Any]:
+    """Right-padded ``(input_ids, labels)`` with the prompt and the padding out of the loss."""
+    width = max(len(ids) for ids, _ in items)
+    x = torch.zeros((len(items), width), dtype=torch.long)
+    y = torch.full((len(items), width), -100, dtype=torch.long)
+    for r, (ids, n_prompt) in enumerate(items):
+        x[r, :len(ids)] = torch.tensor(ids)
+        y[r, n_prompt:len(ids)] = torch.tensor(ids[n_prompt:])
+    return x, y
+
+
+def masked_val_loss(model: Any, val: Sequence[tuple[list[int], int]], batch_size: int, torch: Any) -> float:
+    """Mean loss per answer token of ``val`` (:func:`encode_examples` items)."""
+    model.eval()
+    total = count = 0.0
+    with torch.no_grad():
+        for i in range(0, len(val), batch_size):
+            x, y = masked_batch(val[i:i + batch_size], torch)
+            n = int((y[:, 1:] != -100).sum())
+            total += float(model(input_ids=x, labels=y).loss) * n
+            count += n
+    model.train()
+    return total / max(count, 1.0)

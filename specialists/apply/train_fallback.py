@@ -32,7 +32,8 @@ from typing import Any, Iterator
 
 from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
                                        regions)
-from specialists.lm_recipe import RecipeArgs, byte_level_bpe, fit, small_gpt2
+from specialists.lm_recipe import (RecipeArgs, byte_level_bpe, encode_examples, fit, masked_batch, masked_val_loss,
+                                   small_gpt2)
 
 __all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
 
@@ -122,39 +123,6 @@ def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
     return byte_level_bpe(texts, vocab_size, SPECIAL_TOKENS)
 
 
-def _encode_examples(tok: Any, pairs: list[tuple[str, str]], limit: int) -> list[tuple[list[int], int]]:
-    out = []
-    for prompt, answer in pairs:
-        p = tok.encode(prompt).ids
-        a = tok.encode(answer).ids
-        if len(p) + len(a) <= limit:
-            out.append((p + a, len(p)))
-    return out
-
-
-def _batch(items: list[tuple[list[int], int]], torch: Any) -> tuple[Any, Any]:
-    width = max(len(ids) for ids, _ in items)
-    x = torch.zeros((len(items), width), dtype=torch.long)
-    y = torch.full((len(items), width), -100, dtype=torch.long)
-    for r, (ids, n_prompt) in enumerate(items):
-        x[r, :len(ids)] = torch.tensor(ids)
-        y[r, n_prompt:len(ids)] = torch.tensor(ids[n_prompt:])
-    return x, y
-
-
-def _val_loss(model: Any, val: list[tuple[list[int], int]], batch_size: int, torch: Any) -> float:
-    model.eval()
-    total = count = 0.0
-    with torch.no_grad():
-        for i in range(0, len(val), batch_size):
-            x, y = _batch(val[i:i + batch_size], torch)
-            n = int((y[:, 1:] != -100).sum())
-            total += float(model(input_ids=x, labels=y).loss) * n
-            count += n
-    model.train()
-    return total / max(count, 1.0)
-
-
 def train(args: FallbackArgs) -> dict[str, Any]:
     """Cut the examples, train tokenizer and model; returns the figures in ``train.json``."""
     import torch
@@ -177,7 +145,7 @@ def train(args: FallbackArgs) -> dict[str, Any]:
     corpus = [row["after"] for row in rows] + [p + a for p, a in pairs[:2000]]
     tok = build_tokenizer(corpus, args.vocab_size)
     tok.save(str(out / "tokenizer.json"))
-    data = _encode_examples(tok, pairs, args.n_positions)
+    data = encode_examples(tok, pairs, args.n_positions)
     n_val = min(args.val_examples, len(data) // 10)
     val, train_set = data[:n_val], data[n_val:]
     prep_s = time.time() - t0
@@ -188,9 +156,9 @@ def train(args: FallbackArgs) -> dict[str, Any]:
     rng = random.Random(args.seed)
 
     def next_batch() -> tuple[Any, Any]:
-        return _batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
+        return masked_batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
 
-    run = fit(model, args, next_batch, lambda: _val_loss(model, val, args.batch_size, torch),
+    run = fit(model, args, next_batch, lambda: masked_val_loss(model, val, args.batch_size, torch),
               count_tokens=lambda x: int((x != 0).sum()), ema=0.95) if train_set else \
         {"steps": 0, "tokens": 0, "train_loss": None, "history": [], "minutes": 0.0}
     loss_ema = run["train_loss"]
@@ -201,7 +169,7 @@ def train(args: FallbackArgs) -> dict[str, Any]:
         "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
         "train_tokens_seen": run["tokens"], "prep_seconds": round(prep_s, 1),
         "train_minutes": run["minutes"],
-        "final_val_loss": round(_val_loss(model, val, args.batch_size, torch), 4) if val else None,
+        "final_val_loss": round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None,
         "final_train_loss": round(loss_ema, 4) if loss_ema is not None else None, "history": run["history"],
     }
     (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
