@@ -25,7 +25,10 @@ only when the person's next edit — the next hunk's first changed character —
 region; at any other request the person's next edit is where the cursor is, so a jump is
 rejected. An accepted jump types nothing (0 characters saved) and replaces the move to
 the next hunk by the accept keystroke; :class:`Outcome` names each suggestion's ``kind``
-(``insert``, ``rewrite``, ``jump``) for the per-kind figures.
+(``insert``, ``rewrite``, ``jump``) for the per-kind figures. There, too, a rewrite is
+accepted when its result is the file with the *next* hunk made, whole (the next-edit
+model's answer, ``specialists.tab.next_edit``): the person skips the move and the typing,
+the hunk's typed characters count as saved, and the replay goes on after that hunk.
 
 This module is a library on purpose: the benchmark and the RL trainer drive it in process,
 and an online loop can drive the HTTP API with :meth:`Session.next_request` /
@@ -44,6 +47,7 @@ __all__ = ["Hunk", "RecentEdit", "Suggestion", "TabRequest", "Outcome", "RewardC
            "Session", "hunks_of", "replay_text", "TRIGGER_CHARS"]
 
 TRIGGER_CHARS = frozenset(" .(_=,[{:")
+MADE_NEXT = -2  # ``Session.judge``'s k for a rewrite that made the next hunk whole
 
 
 @dataclass(frozen=True)
@@ -276,6 +280,7 @@ class Session:
         self._skip_to: int | None = None
         self._after = False  # the pending request is the one made when a hunk is done
         self._jumped = False  # an accepted jump took the cursor to the next hunk
+        self._made_next = False  # an accepted rewrite made the next hunk whole
         self.jumps_accepted = 0
         self._n = 0
 
@@ -287,6 +292,16 @@ class Session:
                 self.clock += self.timing.move_to_hunk
             self._jumped = False
             self._deleted, self._k, self._skip_to = False, 0, None
+            if self._made_next:  # an accepted rewrite made it whole: on to the request after it
+                self._made_next = False
+                self._delete(hi)
+                self._set_k(hi, len(h.new))
+                self._finish_hunk(hi)
+                if self.ask_after_edit:
+                    self._after = True
+                    yield hi, len(h.new)
+                    self._after = False
+                continue
             if h.old:
                 yield hi, -1
                 if self._skip_to is not None:  # an accepted rewrite did (part of) the hunk
@@ -375,6 +390,8 @@ class Session:
         if suggestion.jump:
             return self._judge_jump(hi, suggestion), -1
         result = suggestion.apply(file)
+        if self._after:
+            return self._judge_next_hunk(hi, result), MADE_NEXT
         base = len(file) - (len(h.old) if not self._deleted else 0) - max(k, 0)
         k2 = len(result) - base
         if k2 <= max(k, 0) and not (k == -1 and k2 == 0 and not h.new):
@@ -398,6 +415,14 @@ class Session:
             return None
         return self.hunks[hi + 1].start  # offsets already count the hunks done before it
 
+    def _judge_next_hunk(self, hi: int, result: str) -> bool:
+        """At a request made when hunk ``hi`` is done: does ``result`` make the next hunk, whole?"""
+        if hi + 1 >= len(self.hunks):
+            return False
+        nh = self.hunks[hi + 1]
+        made = self.file[: nh.start] + nh.new + self.file[nh.start + len(nh.old):]
+        return result == made and bool(nh.new.strip() or nh.old.strip())
+
     def _judge_jump(self, hi: int, suggestion: Suggestion) -> bool:
         at = self.next_edit_at()
         return at is not None and suggestion.start <= at <= suggestion.end
@@ -413,6 +438,12 @@ class Session:
             self.jumps_accepted += 1
             self.clock += self.timing.accept
             self._jumped = True
+        elif accepted and k2 == MADE_NEXT:
+            nh = self.hunks[hi + 1]
+            chars = len(nh.new)
+            self.saved_chars += chars
+            self.clock += self.timing.accept
+            self._jumped = self._made_next = True  # the replay makes it next (``_walk``)
         elif accepted:
             chars = k2 - max(k, 0)
             self.saved_chars += chars

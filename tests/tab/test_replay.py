@@ -159,6 +159,39 @@ def test_accept_rule_next_edit_rewrite() -> None:
     assert s.file == after
 
 
+def test_a_rewrite_that_makes_the_next_hunk_is_accepted_when_a_hunk_is_done() -> None:
+    """At the request made when a hunk is done, a rewrite whose result is the file with the
+    next hunk made whole is accepted (the next-edit model's answer); the hunk is then skipped,
+    its characters saved, and the replay still ends at the final file."""
+    s = Session(pair(), ask_after_edit=True)
+    plain = Session(pair(), ask_after_edit=True)
+    made = 0
+    while (req := s.next_request()) is not None:
+        at = s.next_edit_at()
+        if at is None:
+            if s._pending[1] >= 0 and s.remaining().strip():  # typing: the next hunk is no answer here
+                nh = s.hunks[s._pending[0] + 1] if s._pending[0] + 1 < len(s.hunks) else None
+                if nh is not None:
+                    assert not s.judge(Suggestion(nh.start, nh.start + len(nh.old), nh.new))[0]
+            s.respond(None)
+            continue
+        nh = s.hunks[s._pending[0] + 1]
+        start = req.file.rfind("\n", 0, max(nh.start - 1, 0)) + 1  # the lines around the next hunk
+        end = req.file.find("\n", nh.start + len(nh.old)) + 1 or len(req.file)
+        region = req.file[start:end]
+        right = region[: nh.start - start] + nh.new + region[nh.start - start + len(nh.old):]
+        assert not s.judge(Suggestion(start, end, right + "x"))[0]  # not the next state
+        assert not s.judge(Suggestion(start, end, region))[0]  # changes nothing
+        out = s.respond(Suggestion(start, end, right))
+        assert out.accepted and out.kind == "rewrite" and out.chars_saved == len(nh.new) and out.reward == 0.75
+        made += 1
+    while plain.next_request() is not None:
+        plain.respond(None)
+    assert made >= 2 and s.file == AFTER
+    assert s.typed_chars + s.saved_chars == s.total_chars and s.saved_chars > 0
+    assert s.clock < plain.clock  # no move to those hunks, nothing typed there
+
+
 def test_reward() -> None:
     r = RewardConfig()
     assert r(shown=False, accepted=False) == 0.0
