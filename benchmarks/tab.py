@@ -16,6 +16,8 @@ else ``specialists.tab.jump.JumpRule``'s jump (its reach tuned on dev with the R
 and (if it pays on dev) withhold an insertion where the latest edit looks finished: what
 the served specialist does. Shows, accepts and characters saved are reported per kind (insert,
 rewrite, jump), and the jump rule's CPU per keystroke against the served path's.
+``--next-edit DIR`` adds ``rl_jumps_next_edit``: the same, with a next-edit model
+(``specialists.tab.next_edit``) asked for the editable region's next state before any jump.
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="no request when a hunk is done (the protocol before issue 15; no jumps judged)")
     p.add_argument("--jump-cost-requests", type=int, default=2000,
                    help="keystrokes over which the jump rule's CPU is measured against the served path's")
+    p.add_argument("--next-edit", default="", metavar="DIR",
+                   help="a next-edit model (python -m specialists.tab.next_edit): adds the served row with it")
     p.add_argument("--train-log", default=None, help="train.json of `complement tab train` to plot")
     p.add_argument("--curve", default="benchmarks/tab_training_curve.png")
     p.add_argument("--out", default="benchmarks/out/tab.json")
@@ -212,6 +216,11 @@ def main(argv: list[str] | None = None) -> dict:
                        ObserveConfig(use_lm=False)),
         "always_ensemble": (B.always_ensemble, cache, full),
     }
+    if args.next_edit:
+        from specialists.tab.next_edit import NextEditModel
+
+        model = NextEditModel(args.next_edit, threads=args.threads)
+        deciders["rl_jumps_next_edit"] = (with_jumps(rl, rule, rewrites, hold, model), cache, full)
     lat_reqs = _latency_requests(test, args.latency_requests, args.seed, ae)
     results, kinds = {}, {}
     for name, (decide, observations, cfg) in deciders.items():

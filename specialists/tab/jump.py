@@ -23,7 +23,7 @@ Microseconds a keystroke: a few ``str.find`` calls over the window; no model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from specialists.tab.context_copy import Jump, jump_candidates
 from specialists.tab.features import Observation
@@ -96,25 +96,29 @@ def held(suggestion: Suggestion | None, req: TabRequest) -> bool:
 
 
 def apply_rules(sug: Suggestion | None, req: TabRequest, obs: Observation, rule: JumpRule,
-                rewrites: bool = False, hold: bool = False
+                rewrites: bool = False, hold: bool = False, next_edit: Any = None
                 ) -> tuple[Suggestion | None, str | None, str]:
     """What is shown around the policy's ``sug``: with ``hold``, an insertion :func:`held`
-    back; where nothing is left, a rewrite at the cursor (``rewrites``), else a jump.
-    Returns (what is shown or None, the rule that decided it — ``rewrite``, ``jump``,
-    ``held`` — or None where the policy's own choice stands, the rule's ``source``)."""
+    back; where nothing is left, a rewrite at the cursor (``rewrites``), else the next-edit
+    model's change to the editable region (``next_edit``: a
+    :class:`~specialists.tab.next_edit.NextEditModel`), else a jump.
+    Returns (what is shown or None, the rule that decided it — ``rewrite``, ``model``,
+    ``jump``, ``held`` — or None where the policy's own choice stands, the rule's ``source``)."""
     held_back = hold and held(sug, req)
     if sug is not None and not held_back:
         return sug, None, ""
     if rewrites and (rewrite := rewrite_at_cursor(obs)) is not None:
         return rewrite, "rewrite", "next_edit"
+    if next_edit is not None and (region := next_edit.suggest(req)) is not None:
+        return region, "model", "next_edit_model"
     if (jump := rule.pick(req)) is not None:
         return Suggestion(jump.start, jump.end, "", jump=True), "jump", jump.kind
     return None, "held" if held_back else None, ""
 
 
 def with_jumps(decide: Callable[..., Suggestion | None], rule: JumpRule, rewrites: bool = False,
-               hold: bool = False) -> Callable[..., Suggestion | None]:
+               hold: bool = False, next_edit: Any = None) -> Callable[..., Suggestion | None]:
     """``decide`` (a harness decider: request, observation) with :func:`apply_rules` around it."""
     def decide_or_jump(req: TabRequest, obs: Observation) -> Suggestion | None:
-        return apply_rules(decide(req, obs), req, obs, rule, rewrites, hold)[0]
+        return apply_rules(decide(req, obs), req, obs, rule, rewrites, hold, next_edit)[0]
     return decide_or_jump

@@ -46,6 +46,9 @@ __all__ = ["NextEditArgs", "NextEditExample", "NextEditModel", "SPECIAL_TOKENS",
 EDITS, ABOVE, REGION, CURSOR, NEXT, END = ("<|edits|>", "<|above|>", "<|region|>", "<|cursor|>", "<|next|>",
                                            "<|end|>")
 SPECIAL_TOKENS = (EDITS, ABOVE, REGION, CURSOR, NEXT, END)
+ABOVE_LINES, BELOW_LINES, MAX_RECENT = 3, 6, 3
+"""The editable region (lines above and below the cursor's) and the recent edits shown:
+the same in training and serving."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ def _apply(text: str, hunk: Hunk) -> str:
     return text[: hunk.start] + hunk.new + text[hunk.start + len(hunk.old):]
 
 
-def examples(pair: Pair, above: int = 3, below: int = 6, max_recent: int = 3, typing_per_hunk: int = 1,
+def examples(pair: Pair, above: int = ABOVE_LINES, below: int = BELOW_LINES, max_recent: int = MAX_RECENT,
+             typing_per_hunk: int = 1,
              rng: random.Random | None = None) -> Iterator[NextEditExample]:
     """The edit-replay examples of one before/after pair (module docstring)."""
     rng = rng or random.Random(0)
@@ -230,6 +234,31 @@ class NextEditModel:
         if not out or out[-1] != self.end:
             return None, stats
         return self.tok.decode(out[:-1], skip_special_tokens=False), stats
+
+
+    def suggest(self, req: Any) -> Any:
+        """The region's next state for a Tab request as a :class:`~specialists.tab.replay.Suggestion`
+        over only what changes, or None where the model changes nothing (or did not finish)."""
+        from specialists.tab.replay import Suggestion
+
+        start, end = region_bounds(req.file, req.cursor, ABOVE_LINES, BELOW_LINES)
+        region = req.file[start:end]
+        prompt = format_prompt(req.file, req.cursor, list(req.recent_edits)[-MAX_RECENT:], start, end)
+        text, _ = self.predict(prompt, region)
+        if text is None or text == region:
+            return None
+        p = 0
+        while p < min(len(text), len(region)) and text[p] == region[p]:
+            p += 1
+        q = 0
+        while q < min(len(text), len(region)) - p and text[len(text) - 1 - q] == region[len(region) - 1 - q]:
+            q += 1
+        lo, hi = p, len(region) - q
+        if lo == hi and start + lo != req.cursor:  # an insertion away from the cursor: show its line
+            lo = region.rfind("\n", 0, lo) + 1
+            hi = region.find("\n", hi)
+            hi = len(region) if hi < 0 else hi
+        return Suggestion(start + lo, start + hi, text[lo:hi + len(text) - len(region)])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

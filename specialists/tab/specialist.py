@@ -151,6 +151,12 @@ class TabOptions(SpecialistOptions):
     """Where the policy shows nothing, a next-edit rewrite starting at the cursor
     (:func:`~specialists.tab.jump.rewrite_at_cursor`) before any jump (logged as
     ``rule: rewrite``)."""
+    next_edit: str | None = None
+    """A next-edit model's folder (``python -m specialists.tab.next_edit``). Where the policy
+    shows nothing and no rewrite at the cursor applies, its change to the editable region
+    around the cursor is shown (kind ``next_edit``, logged as ``rule: model``), before any
+    jump. Off by default: no next-edit model ships, and its decode runs on the request's
+    path (BENCHMARKS, "The next-edit model")."""
     hold_finished: bool = False
     """Withhold the policy's insertion where the latest edit looks finished
     (:func:`~specialists.tab.jump.held`); the fallbacks then decide (logged as ``rule:
@@ -171,7 +177,7 @@ class TabSpecialist(Specialist):
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
                  prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
                  rewrite_fallback: bool = True, hold_finished: bool = False,
-                 int8: bool = False) -> None:
+                 int8: bool = False, next_edit: str | None = None) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -195,6 +201,8 @@ class TabSpecialist(Specialist):
         self.rewrite_fallback = rewrite_fallback
         self.hold_finished = hold_finished
         self.int8 = int8
+        self.next_edit_path = next_edit
+        self.next_edit: Any = None
         self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
                          "threads": threads, "context_tokens": context_tokens,
                          "window_before": window_before, "window_after": window_after,
@@ -202,7 +210,7 @@ class TabSpecialist(Specialist):
                          "log_features": log_features, "lm_cache": lm_cache,
                          "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
                          "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished,
-                         "int8": int8}
+                         "int8": int8, "next_edit": next_edit}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
@@ -233,6 +241,13 @@ class TabSpecialist(Specialist):
                                   f"{self.policy.config.hidden_size}; the LM has "
                                   f"{self.lm.hidden_size if self.lm else 0}")
         self.observe_config = ObserveConfig(use_lm=self.lm is not None)
+        if self.next_edit_path:
+            from specialists.tab.next_edit import NextEditModel
+
+            if not (Path(self.next_edit_path) / "tokenizer.json").is_file():
+                raise SpecialistError(f"next_edit: no next-edit model in {self.next_edit_path} (train one with "
+                                      f"python -m specialists.tab.next_edit --out {self.next_edit_path})")
+            self.next_edit = NextEditModel(self.next_edit_path, threads=self.threads)
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
 
     def start_workers(self) -> None:
@@ -531,7 +546,7 @@ class TabSpecialist(Specialist):
 
             meta["features"] = features_json(obs)
         s, rule, source = apply_rules(action.suggestion, job.req, obs, JumpRule(self.jump_max_lines),
-                                      self.rewrite_fallback, self.hold_finished)
+                                      self.rewrite_fallback, self.hold_finished, self.next_edit)
         if rule is not None:
             meta["rule"] = rule
         if s is None:

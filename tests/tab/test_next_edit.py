@@ -79,7 +79,7 @@ def test_typing_examples_finish_the_hunk_being_typed() -> None:
 
 
 @pytest.fixture(scope="module")
-def toy_data(tmp_path_factory) -> Path:
+def edit_data(tmp_path_factory) -> Path:
     data = tmp_path_factory.mktemp("ne_data")
     for repo in ("toy", "other"):
         rows = []
@@ -96,12 +96,12 @@ def toy_data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def tiny_model(toy_data: Path, tmp_path_factory) -> Path:
+def tiny_model(edit_data: Path, tmp_path_factory) -> Path:
     """A next-edit model trained for a few steps on the toy history (seconds)."""
     from specialists.tab.next_edit import NextEditArgs, train
 
     out = tmp_path_factory.mktemp("ne_model")
-    figures = train(NextEditArgs(out=str(out), data=str(toy_data), split="toy", vocab_size=400, n_embd=32,
+    figures = train(NextEditArgs(out=str(out), data=str(edit_data), split="toy", vocab_size=400, n_embd=32,
                                  n_layer=1, n_head=2, n_positions=512, batch_size=2, minutes=1.0, max_steps=3,
                                  val_examples=2, eval_every=2))
     assert figures["examples"] > 0 and figures["steps"] == 3 and figures["projects"] == ["toy"]
@@ -122,7 +122,7 @@ def test_the_model_answers_a_region_or_nothing(tiny_model: Path) -> None:
     assert text is None
 
 
-def test_benchmark_scores_held_out_projects_only(tiny_model: Path, toy_data: Path, capsys) -> None:
+def test_benchmark_scores_held_out_projects_only(tiny_model: Path, edit_data: Path, capsys) -> None:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("bench_next_edit",
@@ -130,13 +130,13 @@ def test_benchmark_scores_held_out_projects_only(tiny_model: Path, toy_data: Pat
     bench = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(bench)
-    summary = bench.main([str(toy_data), "--model", str(tiny_model), "--projects", "other", "--per-project", "0"])
+    summary = bench.main([str(edit_data), "--model", str(tiny_model), "--projects", "other", "--per-project", "0"])
     done = summary["results"]["done"]
     assert done["examples"] == 10 and done["unchanged"]["proposed"] == 0
     assert summary["results"]["typing"]["unchanged"]["exact"] == 0
     assert "| done |" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="trained on toy"):
-        bench.main([str(toy_data), "--model", str(tiny_model), "--projects", "toy"])
+        bench.main([str(edit_data), "--model", str(tiny_model), "--projects", "toy"])
 
 
 def test_repeat_baseline_propagates_the_latest_edit() -> None:
@@ -153,3 +153,77 @@ def test_repeat_baseline_propagates_the_latest_edit() -> None:
     assert len(done) == 2  # after each of the two hunks
     first = done[0]
     assert bench.repeat_latest(first) == first.target == first.region.replace("old_name(3)", "new_name(3)")
+
+
+# -- served: the model's answer where the policy shows nothing --------------------------------
+F_BEFORE = "def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+F_AFTER = "def f(x):\n    return x + 1\n\n\ndef g(y):\n    return y + 1\n"
+
+
+@pytest.fixture(scope="module")
+def fitted_model(tmp_path_factory) -> Path:
+    """A next-edit model fitted to one edit until it writes its next states (~10 s)."""
+    from specialists.tab.next_edit import NextEditArgs, train
+
+    data = tmp_path_factory.mktemp("ne_fit_data")
+    with gzip.open(data / "fg.jsonl.gz", "wt") as fh:
+        for i in range(4):
+            fh.write(json.dumps({"repo": "fg", "commit": f"{i:040x}", "path": f"m{i}.py", "language": "python",
+                                 "before": F_BEFORE, "after": F_AFTER, "date": "2020", "message": "",
+                                 "hunks": 2, "parent": ""}) + "\n")
+    out = tmp_path_factory.mktemp("ne_fit")
+    train(NextEditArgs(out=str(out), data=str(data), split="fg", vocab_size=300, n_embd=32, n_layer=1, n_head=2,
+                       n_positions=256, batch_size=4, minutes=2.0, max_steps=150, lr=0.01, warmup_steps=5,
+                       val_examples=1, eval_every=50, typing_per_hunk=0))
+    return out
+
+
+def _after_first_hunk():
+    from specialists.tab.replay import Session
+
+    s = Session(_pair(F_BEFORE, F_AFTER), ask_after_edit=True)
+    while (req := s.next_request()) is not None:
+        if s.next_edit_at() is not None:
+            return s, req
+        s.respond(None)
+    raise AssertionError("no request after a hunk")
+
+
+def test_the_models_next_state_is_a_suggestion_the_user_accepts(fitted_model: Path) -> None:
+    from specialists.tab.next_edit import NextEditModel
+
+    s, req = _after_first_hunk()
+    sug = NextEditModel(fitted_model).suggest(req)
+    # the change is an insertion on another line: shown as that line rewritten
+    assert sug is not None and sug.kind == "rewrite" and sug.text == "    return y + 1"
+    assert req.file[sug.start:sug.end] == "    return y"
+    out = s.respond(sug)
+    assert out.accepted and out.chars_saved == len(" + 1")
+    while s.next_request() is not None:
+        s.respond(None)
+    assert s.file == F_AFTER and s.saved_chars == len(" + 1")
+
+
+def test_served_where_the_policy_shows_nothing(fitted_model: Path, tiny_checkpoint: Path, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from router.api.tab import create_app
+    from specialists.base import SpecialistError
+    from specialists.tab import TabSpecialist
+    from tests.tab.test_jump import NothingPolicy
+
+    _, req = _after_first_hunk()
+    body = req.to_json()
+    for folder, kind in ((str(fitted_model), "next_edit"), (None, None)):
+        spec = TabSpecialist(checkpoint=str(tiny_checkpoint), context_tokens=48, next_edit=folder,
+                             rewrite_fallback=False, jump_max_lines=0)
+        spec.setup()
+        spec.policy = NothingPolicy(spec.policy)
+        answer = TestClient(create_app(spec)).post("/v1/tab", json=body).json()
+        if kind is None:
+            assert answer["suggestion"] is None
+        else:
+            got = answer["suggestion"]
+            assert got["kind"] == kind and got["source"] == "next_edit_model" and got["text"] == "    return y + 1", answer
+    with pytest.raises(SpecialistError, match="python -m specialists.tab.next_edit"):
+        TabSpecialist(checkpoint=str(tiny_checkpoint), context_tokens=48, next_edit=str(tmp_path)).setup()
