@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["EOS", "RecipeArgs", "byte_level_bpe", "encode_examples", "fit", "masked_batch", "masked_val_loss",
-           "small_gpt2"]
+           "small_gpt2", "train_prompt_answer"]
 
 EOS = "<|endoftext|>"
 
@@ -158,3 +159,40 @@ def masked_val_loss(model: Any, val: Sequence[tuple[list[int], int]], batch_size
             count += n
     model.train()
     return total / max(count, 1.0)
+
+
+def train_prompt_answer(args: RecipeArgs, items: Sequence[tuple[str, str]], corpus: Sequence[str],
+                        special_tokens: Sequence[str], out: Any, val_examples: int) -> dict[str, Any]:
+    """The prompt -> answer trainers' common part: a tokenizer on ``corpus`` with
+    ``special_tokens`` (``out/tokenizer.json``), ``items`` of at most ``n_positions`` tokens
+    (the first ``val_examples``, at most a tenth, held for validation), a fresh small GPT-2
+    fitted with the prompt masked out of the loss and saved in ``out`` (a ``Path``). Returns
+    the run's figures."""
+    import torch
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    tok = byte_level_bpe(corpus, args.vocab_size, special_tokens)
+    tok.save(str(out / "tokenizer.json"))
+    data = encode_examples(tok, items, args.n_positions)
+    n_val = min(val_examples, len(data) // 10)
+    val, train_set = data[:n_val], data[n_val:]
+    print(json.dumps({"examples": len(items), "fit": len(data), "train": len(train_set), "val": n_val}), flush=True)
+    model = small_gpt2(args, tok)
+    rng = random.Random(args.seed)
+
+    def next_batch() -> tuple[Any, Any]:
+        return masked_batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
+
+    run = fit(model, args, next_batch, lambda: masked_val_loss(model, val, args.batch_size, torch),
+              count_tokens=lambda x: int((x != 0).sum()), ema=0.95) if train_set else \
+        {"steps": 0, "tokens": 0, "train_loss": None, "history": [], "minutes": 0.0}
+    model.save_pretrained(out, safe_serialization=True)
+    return {
+        "examples": len(items), "examples_fit": len(data), "train_examples": len(train_set), "val_examples": n_val,
+        "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
+        "train_tokens_seen": run["tokens"], "train_minutes": run["minutes"],
+        "final_val_loss": round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None,
+        "final_train_loss": round(run["train_loss"], 4) if run["train_loss"] is not None else None,
+        "history": run["history"],
+    }

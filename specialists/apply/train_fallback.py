@@ -32,8 +32,7 @@ from typing import Any, Iterator
 
 from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
                                        regions)
-from specialists.lm_recipe import (RecipeArgs, byte_level_bpe, encode_examples, fit, masked_batch, masked_val_loss,
-                                   small_gpt2)
+from specialists.lm_recipe import RecipeArgs, train_prompt_answer
 
 __all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
 
@@ -118,17 +117,8 @@ def examples(rows: list[dict[str, Any]], seed: int = 1) -> Iterator[tuple[str, s
                 yield prompt, target[1] + END
 
 
-def build_tokenizer(texts: list[str], vocab_size: int) -> Any:
-    """Byte-level BPE (the Tab LM's recipe) with the prompt's markers as special tokens."""
-    return byte_level_bpe(texts, vocab_size, SPECIAL_TOKENS)
-
-
 def train(args: FallbackArgs) -> dict[str, Any]:
     """Cut the examples, train tokenizer and model; returns the figures in ``train.json``."""
-    import torch
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -143,35 +133,9 @@ def train(args: FallbackArgs) -> dict[str, Any]:
     pairs = list(examples(rows, args.seed + 1))
     random.Random(args.seed).shuffle(pairs)
     corpus = [row["after"] for row in rows] + [p + a for p, a in pairs[:2000]]
-    tok = build_tokenizer(corpus, args.vocab_size)
-    tok.save(str(out / "tokenizer.json"))
-    data = encode_examples(tok, pairs, args.n_positions)
-    n_val = min(args.val_examples, len(data) // 10)
-    val, train_set = data[:n_val], data[n_val:]
     prep_s = time.time() - t0
-    print(json.dumps({"examples": len(pairs), "fit": len(data), "train": len(train_set), "val": n_val,
-                      "prep_seconds": round(prep_s, 1)}), flush=True)
-
-    model = small_gpt2(args, tok)
-    rng = random.Random(args.seed)
-
-    def next_batch() -> tuple[Any, Any]:
-        return masked_batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
-
-    run = fit(model, args, next_batch, lambda: masked_val_loss(model, val, args.batch_size, torch),
-              count_tokens=lambda x: int((x != 0).sum()), ema=0.95) if train_set else \
-        {"steps": 0, "tokens": 0, "train_loss": None, "history": [], "minutes": 0.0}
-    loss_ema = run["train_loss"]
-    model.save_pretrained(out, safe_serialization=True)
-    figures = {
-        "args": asdict(args), "commits": per_project, "examples": len(pairs), "examples_fit": len(data),
-        "train_examples": len(train_set), "val_examples": n_val,
-        "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
-        "train_tokens_seen": run["tokens"], "prep_seconds": round(prep_s, 1),
-        "train_minutes": run["minutes"],
-        "final_val_loss": round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None,
-        "final_train_loss": round(loss_ema, 4) if loss_ema is not None else None, "history": run["history"],
-    }
+    run = train_prompt_answer(args, pairs, corpus, SPECIAL_TOKENS, out, args.val_examples)
+    figures = {"args": asdict(args), "commits": per_project, "prep_seconds": round(prep_s, 1), **run}
     (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
     return figures
 

@@ -35,8 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specialists.lm_recipe import (RecipeArgs, byte_level_bpe, encode_examples, fit, masked_batch, masked_val_loss,
-                                   small_gpt2)
+from specialists.lm_recipe import RecipeArgs, train_prompt_answer
 from specialists.tab.data import Pair, load_split
 from specialists.tab.replay import Hunk, RecentEdit, hunks_of
 
@@ -161,10 +160,6 @@ class NextEditArgs(RecipeArgs):
 
 def train(args: NextEditArgs) -> dict[str, Any]:
     """Cut the examples, train the tokenizer and the model; writes and returns ``train.json``."""
-    import torch
-
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -173,31 +168,11 @@ def train(args: NextEditArgs) -> dict[str, Any]:
     items = [(ex.prompt, ex.target + END) for p in pairs
              for ex in examples(p, typing_per_hunk=args.typing_per_hunk, rng=rng)]
     rng.shuffle(items)
-    tok = byte_level_bpe([p.after for p in pairs] + [a + b for a, b in items[:2000]], args.vocab_size,
-                         SPECIAL_TOKENS)
-    tok.save(str(out / "tokenizer.json"))
-    data = encode_examples(tok, items, args.n_positions)
-    n_val = min(args.val_examples, len(data) // 10)
-    val, train_set = data[:n_val], data[n_val:]
+    corpus = [p.after for p in pairs] + [a + b for a, b in items[:2000]]
     prep_s = time.time() - t0
-    print(json.dumps({"pairs": len(pairs), "examples": len(items), "fit": len(data), "train": len(train_set),
-                      "val": n_val, "prep_seconds": round(prep_s, 1)}), flush=True)
-    model = small_gpt2(args, tok)
-
-    def next_batch() -> tuple[Any, Any]:
-        return masked_batch(rng.sample(train_set, min(args.batch_size, len(train_set))), torch)
-
-    run = fit(model, args, next_batch, lambda: masked_val_loss(model, val, args.batch_size, torch),
-              count_tokens=lambda x: int((x != 0).sum()), ema=0.95)
-    model.save_pretrained(out, safe_serialization=True)
-    figures = {
-        "args": asdict(args), "projects": sorted({p.repo for p in pairs}), "pairs": len(pairs),
-        "examples": len(items), "examples_fit": len(data), "train_examples": len(train_set), "val_examples": n_val,
-        "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
-        "train_tokens_seen": run["tokens"], "prep_seconds": round(prep_s, 1), "train_minutes": run["minutes"],
-        "final_val_loss": round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None,
-        "history": run["history"],
-    }
+    run = train_prompt_answer(args, items, corpus, SPECIAL_TOKENS, out, args.val_examples)
+    figures = {"args": asdict(args), "projects": sorted({p.repo for p in pairs}), "pairs": len(pairs),
+               "prep_seconds": round(prep_s, 1), **run}
     (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
     return figures
 
