@@ -1,0 +1,51 @@
+"""Issue 16, round 8: a sketch that closes up the blank line under a definition header
+means it, and a sketch whose last (first) line is an original line moved to another depth,
+with code beyond it and no marker, abstains."""
+
+from __future__ import annotations
+
+from specialists.apply import apply_sketch
+
+ENV = '''import os
+
+import click
+
+
+class Environment(object):
+
+    def __init__(self):
+        self.verbose = False
+        self.home = os.getcwd()
+
+    def log(self, msg):
+        click.echo(msg)
+'''
+
+ENV_SKETCH = '''# ... existing code ...
+class Environment(object):
+    def __init__(self):
+        self.verbose = False
+        self.home = os.getcwd()
+        self.quiet = False
+    # ... existing code ...
+'''
+
+
+def test_blank_line_under_a_definition_header_closed_up_is_deleted() -> None:
+    # the sketch writes the body right under the header, where the file has a blank line:
+    # a formatter's edit (black deletes it), not a blank line the writer dropped
+    result = apply_sketch(ENV, ENV_SKETCH, path="complex.py")
+    assert result.applied, result.reason
+    assert result.merged == ENV.replace("(object):\n\n", "(object):\n").replace(
+        "os.getcwd()\n", "os.getcwd()\n        self.quiet = False\n")
+    assert result.confidence == 1.0
+
+
+def test_blank_line_dropped_elsewhere_is_still_kept() -> None:
+    # between two statements of a body the blank line stays a dropped line (a guess)
+    original = ENV.replace("        self.home", "\n        self.home")
+    sketch = ENV_SKETCH.replace("class Environment(object):\n", "")
+    result = apply_sketch(original, sketch, path="complex.py")
+    assert result.applied, result.reason
+    assert "self.verbose = False\n\n        self.home" in result.merged
+    assert result.confidence == 0.9
