@@ -49,3 +49,44 @@ def test_blank_line_dropped_elsewhere_is_still_kept() -> None:
     assert result.applied, result.reason
     assert "self.verbose = False\n\n        self.home" in result.merged
     assert result.confidence == 0.9
+
+
+TIMEOUTS = '''import pytest
+
+from httpx import Client, PoolTimeout
+
+
+async def test_pool_timeout(server, backend):
+    async with Client(pool_limits=pool_limits, timeout=timeout) as client:
+        response = await client.get(server.url, stream=True)
+
+        with pytest.raises(PoolTimeout):
+            await client.get("http://localhost:8000/")
+
+        await response.read()
+'''
+
+TIMEOUTS_SKETCH = '''# ... existing code ...
+async def test_pool_timeout(server, backend):
+    async with Client(pool_limits=pool_limits, timeout=timeout) as client:
+        async with client.stream("GET", server.url):
+            with pytest.raises(PoolTimeout):
+                await client.get("http://localhost:8000/")
+'''
+
+
+def test_sketch_ending_on_a_moved_line_with_code_beyond_abstains() -> None:
+    # the last two lines moved into the new "async with" block: the sketch ends with new
+    # code and no marker, and "await response.read()" lies beyond it: the sketch ends the
+    # file there (the commit deleted it) or lost its marker
+    result = apply_sketch(TIMEOUTS, TIMEOUTS_SKETCH, path="test_timeouts.py")
+    assert not result.applied
+    assert "moved to another indentation" in (result.reason or "")
+
+
+def test_sketch_ending_on_a_moved_line_at_the_file_end_applies() -> None:
+    original = TIMEOUTS.replace("\n        await response.read()\n", "")
+    result = apply_sketch(original, TIMEOUTS_SKETCH, path="test_timeouts.py")
+    assert result.applied, result.reason
+    assert result.merged.endswith('                await client.get("http://localhost:8000/")\n')
+    assert "response" not in result.merged
