@@ -90,3 +90,69 @@ def test_sketch_ending_on_a_moved_line_at_the_file_end_applies() -> None:
     assert result.applied, result.reason
     assert result.merged.endswith('                await client.get("http://localhost:8000/")\n')
     assert "response" not in result.merged
+
+
+DEFINE = '''def define(
+    maybe_cls,
+    order=None,
+    on_setattr=None,
+):
+    """Define a class."""
+    return attrs(
+        maybe_cls,
+        order=order,
+        on_setattr=on_setattr,
+    )
+
+
+def frozen(
+    maybe_cls,
+    on_setattr=None,
+    order=None,
+):
+    """Define a frozen class."""
+    return define(
+        maybe_cls,
+        on_setattr=on_setattr,
+        order=order,
+    )
+'''
+
+# indented 2 deeper throughout (the marker too), every context line found twice in the file
+DEFINE_SKETCH = '''  # ... keep define ...
+      on_setattr=None,
+      alias=None,
+  ):
+      # ... existing code ...
+          on_setattr=on_setattr,
+          alias=alias,
+      )
+  # ... code remains the same
+'''
+
+
+def test_shift_read_from_placed_lines_when_no_line_is_unique() -> None:
+    result = apply_sketch(DEFINE, DEFINE_SKETCH, path="_next_gen.py")
+    assert result.applied, result.reason
+    assert result.merged == DEFINE.replace(
+        "    on_setattr=None,\n):\n    \"\"\"Define a class.",
+        "    on_setattr=None,\n    alias=None,\n):\n    \"\"\"Define a class.").replace(
+        "        on_setattr=on_setattr,\n    )",
+        "        on_setattr=on_setattr,\n        alias=alias,\n    )")
+
+
+def test_global_reading_takes_the_shift_of_the_reading_it_checks() -> None:
+    # the cross-check's global reading has no unique line either: with a shift of 0 it
+    # would write every placed line 2 deeper, and the two readings would disagree
+    from specialists.apply.merger import Merger
+    from specialists.apply.result import ApplyOptions
+    from specialists.apply.sketch_lines import SketchLines
+    from specialists.apply.text import split_lines
+
+    olines = split_lines(DEFINE)
+    sk = SketchLines(split_lines(DEFINE_SKETCH), set(olines.keys), "python")
+    first = Merger(olines, sk, "python", ApplyOptions())
+    out, _ = first.assemble(first.anchor())
+    assert first.shift == 2
+    alt, _ = first.fork().merge_dp()
+    assert alt == out
