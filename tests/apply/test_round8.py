@@ -156,3 +156,48 @@ def test_global_reading_takes_the_shift_of_the_reading_it_checks() -> None:
     assert first.shift == 2
     alt, _ = first.fork().merge_dp()
     assert alt == out
+
+
+FUNCS = '''import os
+
+
+def first():
+    return os.sep
+
+
+def third():
+    return 3
+'''
+
+FUNCS_SKETCH = '''# ... existing code ...
+def first():
+    return os.sep
+
+def second():
+    return 2
+
+
+def third():
+    # ... existing code ...
+'''
+
+
+def test_two_blank_lines_before_a_new_top_level_definition_stay() -> None:
+    # the file puts two blank lines between top-level functions (PEP 8); the sketch
+    # writes one before its new function and two after it: it dropped one
+    result = apply_sketch(FUNCS, FUNCS_SKETCH, path="funcs.py")
+    assert result.applied, result.reason
+    assert result.merged == FUNCS.replace(
+        "def third", "def second():\n    return 2\n\n\ndef third")
+    assert result.confidence == 0.9  # still a guess
+
+
+def test_one_blank_line_before_a_new_method_is_the_sketch_s() -> None:
+    # inside a class (not top level) the sketch's one blank line is kept as written
+    original = "class C:\n    def first(self):\n        return 1\n\n\n    def third(self):\n        return 3\n"
+    sketch = ("class C:\n    def first(self):\n        return 1\n\n    def second(self):\n"
+              "        return 2\n\n\n    def third(self):\n        # ... existing code ...\n")
+    result = apply_sketch(original, sketch, path="c.py")
+    assert result.applied, result.reason
+    assert result.merged == original.replace(
+        "        return 1\n\n\n", "        return 1\n\n    def second(self):\n        return 2\n\n\n")
