@@ -101,12 +101,6 @@ def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str
     end that the sketch wrote shorter keeps its original length: sketch writers drop a
     blank line (aider sees the same), they do not mean to delete it."""
     ok, keys = merger.ok, merger.sk.keys
-    if merger.keep_short_blanks and _top_level_after_one_blank(merger, lo, hi, new):
-        _keep(merger, lo, hi, out, origin)
-        merger.blank_guesses += not dry
-        merger.layout_blanks += not dry
-        _emit_new(merger, new[1:], out, origin)
-        return
     lead_o = 0
     while lo + lead_o < hi and not ok[lo + lead_o]:
         lead_o += 1
@@ -133,23 +127,6 @@ def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str
     _emit_new(merger, new, out, origin)
     if keep_tail:
         _keep(merger, hi, hi + tail_o, out, origin)
-
-
-def _top_level_after_one_blank(merger: Merger, lo: int, hi: int, new: list[int]) -> bool:
-    """Python: original lines lo..hi are the two blank lines PEP 8 puts around top-level
-    definitions, and the sketch writes one blank line there, then a new top-level
-    definition (or its decorator): a dropped blank line, so both stay. (The mirror image,
-    one blank line after new code before the next top-level definition, was right in 18
-    sketches of the development sample and wrong in one whose commit wrote one blank line:
-    not taken.)"""
-    if merger.language != "python" or hi - lo != 2 or merger.ok[lo] or merger.ok[lo + 1]:
-        return False
-    keys = merger.sk.keys
-    if len(new) < 2 or keys[new[0]] or not keys[new[1]]:
-        return False
-    first = new[1]
-    return (merger.sk.widths[first] - merger.shift == 0
-            and (keys[first].startswith("@") or definition_name(keys[first], "python") is not None))
 
 
 def _trim_blanks(merger: Merger, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:

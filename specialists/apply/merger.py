@@ -70,7 +70,6 @@ class Merger:
         self.check_deletions = weights is DEFAULT_WEIGHTS
         self.dp_spans: dict[int, tuple[int, int]] = {}
         self.blank_guesses = 0
-        self.layout_blanks = 0  # of which kept by the layout PEP 8 asks for (``expansion``)
         # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
         # keeping them would leave the sketch changing nothing.
         self.keep_short_blanks = True
@@ -95,7 +94,6 @@ class Merger:
         other.check_deletions = other.wt is DEFAULT_WEIGHTS
         other.dp_spans = {}
         other.blank_guesses = 0
-        other.layout_blanks = 0
         other.deleted_by_context = other.deleted_by_remove = 0
         return other
 
@@ -175,7 +173,6 @@ class Merger:
         self.deleted_by_context = 0
         self.deleted_by_remove = 0
         self.blank_guesses = 0
-        self.layout_blanks = 0
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
             if jb != ja + 1 or pb != pa + 1:  # (an empty gap deletes and writes nothing)
                 check_implicit_deletion(self, ja, pa, jb, pb)
