@@ -63,6 +63,7 @@ class Merger:
         self.sm = [-1] * self.m
         self.defs: set[tuple[str, str]] | None = None
         self.shift = 0
+        self.shift_hint = 0  # the shift of the reading this one was forked from
         self.fuzzy = 0
         self.faithful = True
         # The near-tie runs only compare their output with this one's, which was checked.
@@ -86,6 +87,7 @@ class Merger:
         other.searched = False
         other.sm = [-1] * self.m
         other.defs = self.defs
+        other.shift_hint = self.shift
         other.shift = 0
         other.fuzzy = 0
         other.faithful = True
@@ -118,6 +120,11 @@ class Merger:
             if jb - ja > 1:
                 align_gap(self, ja, pa, jb, pb)
         extend(self)
+        if not skeleton:
+            # No line found once in each to read the sketch's indentation shift from: read
+            # it from every line placed (a sketch indented 2 deeper throughout whose
+            # context lines all repeat in the file, ``on_setattr=None,`` / ``):``).
+            self.shift = estimate_shift(self, [(j, p) for j, p in enumerate(self.sm) if p >= 0])
         self.faithful = faithful_indentation(self)
         return self.fixed()
 
@@ -125,7 +132,10 @@ class Merger:
         """Anchor by the global alignment (``align``) and assemble; abstain when the earliest
         and the latest optimal alignments give different files."""
         sk = self.sk
-        self.shift = estimate_shift(self, unique_pairs(self))
+        pairs = unique_pairs(self)
+        # With no unique line, the shift the piecewise reading found from its placed lines
+        # (``anchor``), if this reading is its fork; a shift of 0 would re-indent them all.
+        self.shift = estimate_shift(self, pairs) if pairs else self.shift_hint
         removes: dict[int, list[tuple[int, int]]] = {}
         for j, kind in enumerate(sk.kinds):
             if kind == LineKind.REMOVE:
