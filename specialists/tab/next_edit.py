@@ -37,7 +37,7 @@ from typing import Any
 
 from specialists.lm_recipe import RecipeArgs, train_prompt_answer
 from specialists.tab.data import Pair, load_split
-from specialists.tab.replay import Hunk, RecentEdit, hunks_of
+from specialists.tab.replay import Hunk, RecentEdit, Suggestion, _trim, hunks_of
 
 __all__ = ["NextEditArgs", "NextEditExample", "NextEditModel", "SPECIAL_TOKENS", "examples", "format_prompt",
            "region_bounds", "train"]
@@ -210,30 +210,24 @@ class NextEditModel:
             return None, stats
         return self.tok.decode(out[:-1], skip_special_tokens=False), stats
 
-
-    def suggest(self, req: Any) -> Any:
+    def suggest(self, req: Any) -> Suggestion | None:
         """The region's next state for a Tab request as a :class:`~specialists.tab.replay.Suggestion`
         over only what changes, or None where the model changes nothing (or did not finish)."""
-        from specialists.tab.replay import Suggestion
-
         start, end = region_bounds(req.file, req.cursor, ABOVE_LINES, BELOW_LINES)
         region = req.file[start:end]
         prompt = format_prompt(req.file, req.cursor, list(req.recent_edits)[-MAX_RECENT:], start, end)
         text, _ = self.predict(prompt, region)
         if text is None or text == region:
             return None
-        p = 0
-        while p < min(len(text), len(region)) and text[p] == region[p]:
-            p += 1
-        q = 0
-        while q < min(len(text), len(region)) - p and text[len(text) - 1 - q] == region[len(region) - 1 - q]:
-            q += 1
-        lo, hi = p, len(region) - q
-        if lo == hi and start + lo != req.cursor:  # an insertion away from the cursor: show its line
-            lo = region.rfind("\n", 0, lo) + 1
-            hi = region.find("\n", hi)
-            hi = len(region) if hi < 0 else hi
-        return Suggestion(start + lo, start + hi, text[lo:hi + len(text) - len(region)])
+        lo, old, new = _trim(region, text)
+        hi = lo + len(old)
+        if not old and start + lo != req.cursor:  # an insertion away from the cursor: show its line
+            line_start = region.rfind("\n", 0, lo) + 1
+            line_end = region.find("\n", lo)
+            line_end = len(region) if line_end < 0 else line_end
+            new = region[line_start:lo] + new + region[lo:line_end]
+            lo, hi = line_start, line_end
+        return Suggestion(start + lo, start + hi, new)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
