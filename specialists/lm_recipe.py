@@ -13,6 +13,10 @@ It sits below both specialists (the layers forbid one specialist importing anoth
 
 from __future__ import annotations
 
+import argparse
+import ast
+import dataclasses
+import inspect
 import json
 import math
 import random
@@ -21,8 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EOS", "RecipeArgs", "byte_level_bpe", "encode_examples", "fit", "masked_batch", "masked_val_loss",
-           "small_gpt2", "train_prompt_answer"]
+__all__ = ["EOS", "RecipeArgs", "add_arguments", "byte_level_bpe", "encode_examples", "fit", "from_arguments",
+           "masked_batch", "masked_val_loss", "small_gpt2", "train_prompt_answer"]
 
 EOS = "<|endoftext|>"
 
@@ -34,22 +38,31 @@ class RecipeArgs:
     vocab_size: int = 4096
     """BPE vocabulary; small, because the output layer is most of a small model's cost."""
     n_embd: int = 192
+    """Width of the model (embedding and hidden size)."""
     n_layer: int = 4
+    """Transformer blocks."""
     n_head: int = 4
+    """Attention heads per block (must divide n_embd)."""
     n_positions: int = 256
     """Context length in tokens."""
     batch_size: int = 16
+    """Sequences per optimisation step."""
     lr: float = 1e-3
     """Peak learning rate; linear warm-up, then cosine decay over the time budget."""
     warmup_steps: int = 100
+    """Steps of linear learning-rate warm-up."""
     weight_decay: float = 0.1
+    """AdamW weight decay, on the matrices only."""
     minutes: float = 25.0
     """Wall-clock budget for the optimisation loop; the schedule follows elapsed time."""
     max_steps: int = 0
     """Stop after this many steps (0: only the time budget stops training)."""
     eval_every: int = 200
+    """Validation loss printed and kept every this many steps."""
     threads: int = 2
+    """torch CPU threads."""
     seed: int = 0
+    """Seeds the shuffles, the batches and the initial weights."""
 
 
 def byte_level_bpe(texts: Sequence[str], vocab_size: int, special_tokens: Sequence[str] = ()) -> Any:
@@ -196,3 +209,51 @@ def train_prompt_answer(args: RecipeArgs, items: Sequence[tuple[str, str]], corp
         "final_train_loss": round(run["train_loss"], 4) if run["train_loss"] is not None else None,
         "history": run["history"],
     }
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string right under it) in ``cls`` and its bases."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        try:
+            tree = ast.parse(inspect.getsource(klass).lstrip())
+        except (OSError, TypeError, SyntaxError):
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, body[1:]):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type) -> None:
+    """A ``--flag`` for each field of the dataclass ``cls``, with its docstring and default
+    as the help: booleans as ``--x/--no-x``, lists and tuples as several values (or one
+    comma-separated)."""
+    docs = _field_docs(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
+        doc = docs.get(f.name, "")
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default,
+                                help=doc or None)
+        elif isinstance(default, (list, tuple)):
+            parser.add_argument(flag, dest=f.name, nargs="*", default=default, metavar="VALUE",
+                                help=f"{doc} (default: {','.join(map(str, default)) or 'none'})".strip())
+        else:
+            parser.add_argument(flag, dest=f.name, type=type(default), default=default,
+                                help=f"{doc} (default: %(default)s)".strip())
+
+
+def from_arguments(cls: type, ns: argparse.Namespace) -> Any:
+    """The dataclass ``cls`` from a namespace :func:`add_arguments` parsed."""
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)}
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
+        if isinstance(default, (list, tuple)):
+            items = [x for v in values[f.name] for x in str(v).split(",") if x]
+            values[f.name] = tuple(items) if isinstance(default, tuple) else items
+    return cls(**values)

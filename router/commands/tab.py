@@ -7,38 +7,19 @@ each training command's flags are its hyperparameter dataclass's fields.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from typing import Any
 
+from specialists.lm_recipe import add_arguments, from_arguments
+
 __all__ = ["register", "main"]
-
-
-def _add_dataclass(parser: argparse.ArgumentParser, cls: type) -> None:
-    for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc,operator]
-        if isinstance(default, bool):
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default)
-        elif isinstance(default, (list, tuple)):
-            parser.add_argument(flag, dest=f.name, nargs="*", default=default)
-        else:
-            parser.add_argument(flag, dest=f.name, type=type(default), default=default)
-
-
-def _from_namespace(cls: type, ns: argparse.Namespace) -> Any:
-    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)}
-    for f in dataclasses.fields(cls):
-        if isinstance(f.default, tuple):
-            values[f.name] = tuple(values[f.name])
-    return cls(**values)
 
 
 def _pretrain(ns: argparse.Namespace) -> int:
     from specialists.tab.pretrain import PretrainArgs, pretrain
 
-    figures = pretrain(_from_namespace(PretrainArgs, ns))
+    figures = pretrain(from_arguments(PretrainArgs, ns))
     print(json.dumps({k: v for k, v in figures.items() if k not in ("history", "args")}))
     return 0
 
@@ -46,7 +27,7 @@ def _pretrain(ns: argparse.Namespace) -> int:
 def _train(ns: argparse.Namespace) -> int:
     from specialists.tab.train import Args, train
 
-    summary = train(_from_namespace(Args, ns))
+    summary = train(from_arguments(Args, ns))
     print(json.dumps({"best": summary["best"], "minutes": summary["minutes"], "out": ns.out}))
     return 0
 
@@ -80,10 +61,10 @@ def register(subparsers: Any) -> None:
     tab = subparsers.add_parser("tab", help="the Tab specialist: pretrain the LM, train the policy")
     tab_sub = tab.add_subparsers(dest="tab_command", required=True)
     p = tab_sub.add_parser("pretrain", help="train the tokenizer and the small LM here (CPU: < 1 hour)")
-    _add_dataclass(p, PretrainArgs)
+    add_arguments(p, PretrainArgs)
     p.set_defaults(func=_pretrain)
     t = tab_sub.add_parser("train", help="train the policy by REINFORCE on replayed edits")
-    _add_dataclass(t, Args)
+    add_arguments(t, Args)
     t.set_defaults(func=_train)
     from router.commands.loop import add_tab_commands
 

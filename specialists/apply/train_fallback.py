@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
                                        regions)
-from specialists.lm_recipe import RecipeArgs, train_prompt_answer
+from specialists.lm_recipe import RecipeArgs, add_arguments, from_arguments, train_prompt_answer
 
 __all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
 
@@ -42,8 +42,11 @@ PROJECTS = ("attrs", "click", "flask", "httpx", "rich")
 @dataclass
 class FallbackArgs(RecipeArgs):
     out: str = "runs/apply_fallback"
+    """Folder the tokenizer, model and ``train.json`` are written to (``ApplySpecialist(fallback=...)``)."""
     data: str = "../shared/data/commits"
+    """Directory of ``NAME.jsonl.gz`` commit histories."""
     projects: tuple[str, ...] = PROJECTS
+    """Projects the examples come from (never the benchmark's held-out ones)."""
     dev_skip: int = 150
     """Skip the first N commits of each project after the benchmark's seed-0 shuffle."""
     n_positions: int = 512
@@ -53,6 +56,7 @@ class FallbackArgs(RecipeArgs):
     max_commits: int = 0
     """Cap on commits per project (0: all); tests use a tiny one."""
     val_examples: int = 200
+    """Examples held out of training for the validation loss."""
 
 
 def _rows(path: Path, skip: int) -> list[dict[str, Any]]:
@@ -142,15 +146,8 @@ def train(args: FallbackArgs) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    defaults = FallbackArgs()
-    for name, value in asdict(defaults).items():
-        if isinstance(value, tuple):
-            parser.add_argument(f"--{name.replace('_', '-')}", default=",".join(value))
-        else:
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    ns = vars(parser.parse_args(argv))
-    ns["projects"] = tuple(p for p in str(ns["projects"]).split(",") if p)
-    figures = train(FallbackArgs(**ns))
+    add_arguments(parser, FallbackArgs)
+    figures = train(from_arguments(FallbackArgs, parser.parse_args(argv)))
     print(json.dumps({k: v for k, v in figures.items() if k != "history"}))
     return figures
 

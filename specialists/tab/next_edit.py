@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specialists.lm_recipe import RecipeArgs, train_prompt_answer
+from specialists.lm_recipe import RecipeArgs, add_arguments, from_arguments, train_prompt_answer
 from specialists.tab.data import Pair, load_split
 from specialists.tab.replay import Hunk, RecentEdit, Suggestion, _trim, hunks_of
 
@@ -145,7 +145,9 @@ def examples(pair: Pair, above: int = ABOVE_LINES, below: int = BELOW_LINES, max
 @dataclass
 class NextEditArgs(RecipeArgs):
     out: str = "runs/next_edit"
+    """Folder the tokenizer, model and ``train.json`` are written to (the ``next_edit`` option)."""
     data: str = "../shared/data/commits"
+    """Directory of ``NAME.jsonl.gz`` commit histories."""
     split: str = "train"
     """Projects (a ``data.SPLIT`` name or comma-separated names) the examples come from."""
     per_project: int = 0
@@ -155,7 +157,9 @@ class NextEditArgs(RecipeArgs):
     eval_every: int = 100
     threads: int = 1
     val_examples: int = 200
+    """Examples held out of training for the validation loss."""
     typing_per_hunk: int = 2
+    """``typing`` examples cut from each hunk (the rest of the hunk is their answer)."""
 
 
 def train(args: NextEditArgs) -> dict[str, Any]:
@@ -232,9 +236,8 @@ class NextEditModel:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name, value in asdict(NextEditArgs()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(value), default=value)
-    figures = train(NextEditArgs(**vars(parser.parse_args(argv))))
+    add_arguments(parser, NextEditArgs)
+    figures = train(from_arguments(NextEditArgs, parser.parse_args(argv)))
     print(json.dumps({k: v for k, v in figures.items() if k != "history"}))
     return figures
 
