@@ -38,7 +38,9 @@ class PretrainArgs(RecipeArgs):
     stdlib: bool = True
     """Add the interpreter's standard library (tests and site-packages excluded)."""
     val_fraction: float = 0.02
+    """Share of the corpus's files held out for the validation loss."""
     device: str = "auto"
+    """``cpu``, ``cuda`` or ``auto`` (a GPU where one is visible)."""
     max_corpus_chars: int = 0
     """Cap on corpus size (0: no cap); tests use a tiny one."""
     extra_files: list[str] = field(default_factory=list)

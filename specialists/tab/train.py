@@ -49,26 +49,41 @@ class Args:
     dev_per_project: int = 60
     """Edits of the dev project used to pick the best version (0: all)."""
     updates: int = 300
+    """Policy-gradient updates (REINFORCE with the learned baseline)."""
     pairs_per_update: int = 16
     """Edits replayed per update: the batch of on-policy samples."""
     lr: float = 3e-3
+    """Adam learning rate of the policy head."""
     width: int = 64
+    """Hidden width of the policy head."""
     ent_coef: float = 0.01
+    """Entropy bonus weight (keeps the policy exploring)."""
     vf_coef: float = 0.5
+    """Value-head loss weight."""
     normalize_advantages: bool = False
+    """Scale advantages by their running standard deviation."""
     reward_accept: float = 0.75
+    """Reward of a shown suggestion the simulated user accepts."""
     reward_reject: float = -0.25
+    """Reward of a shown suggestion the user rejects."""
     reward_none: float = 0.0
+    """Reward of showing nothing."""
     reward_per_char: float = 0.0
     """Training bonus per accepted character (the length-scaled variant); 0 trains on the plain reward."""
     eval_every: int = 20
+    """Greedy dev evaluation every this many updates (the best version is kept)."""
     seed: int = 0
+    """Seeds the edit samples, the policy's weights and its draws."""
     threads: int = 1
+    """torch CPU threads."""
     context_tokens: int = 64
-    prompt_anchor: int = 16  # TabLM(anchor=...): how the served LM cuts its prompts
+    """LM prompt length in tokens (the served LM must use the same)."""
+    prompt_anchor: int = 16
+    """How the LM cuts its prompts (``TabLM(anchor=...)``), as the served LM does."""
     cache_dir: str = "runs/tab_cache"
     """Keep observations (candidates, LM features) on disk, shared with the benchmark; empty: off."""
     quiet: bool = False
+    """Print no progress rows."""
 
 
 def _log(args: Args, row: dict[str, Any]) -> None:
