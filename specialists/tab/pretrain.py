@@ -38,7 +38,7 @@ class PretrainArgs(RecipeArgs):
     stdlib: bool = True
     """Add the interpreter's standard library (tests and site-packages excluded)."""
     val_fraction: float = 0.02
-    """Share of the corpus's files held out for the validation loss."""
+    """Share of the corpus's tokens (the first ones, at least four contexts) held out for the validation loss."""
     device: str = "auto"
     """``cpu``, ``cuda`` or ``auto`` (a GPU where one is visible)."""
     max_corpus_chars: int = 0
