@@ -74,9 +74,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", default="", help="write the JSON summary here too")
     args = p.parse_args(argv)
 
-    if not (Path(args.model) / "tokenizer.json").is_file():
-        raise SystemExit(f"no next-edit model in {args.model}: train one with "
-                         f"python -m specialists.tab.next_edit --out {args.model}")
+    try:
+        model = NextEditModel(args.model, threads=args.threads)
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
     trained = json.loads((Path(args.model) / "train.json").read_text()) if \
         (Path(args.model) / "train.json").is_file() else {}
     pairs = load_split(args.data, args.projects, args.per_project, seed=args.seed)
@@ -90,7 +91,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             by_kind[ex.kind].append(ex)
     if args.limit:
         by_kind = {k: random.Random(k).sample(v, min(args.limit, len(v))) for k, v in by_kind.items()}
-    model = NextEditModel(args.model, threads=args.threads)
     t0 = time.time()
     results: dict[str, Any] = {}
     ms: list[float] = []

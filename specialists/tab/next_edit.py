@@ -186,6 +186,10 @@ class NextEditModel:
     speculatively from the region."""
 
     def __init__(self, folder: str | Path, threads: int = 1) -> None:
+        """Load ``folder``; ``FileNotFoundError`` saying how to train one where it holds none."""
+        if not (Path(folder) / "tokenizer.json").is_file():
+            raise FileNotFoundError(f"no next-edit model in {folder}: train one with "
+                                    f"python -m specialists.tab.next_edit --out {folder}")
         import torch
         from tokenizers import Tokenizer
         from transformers import GPT2LMHeadModel

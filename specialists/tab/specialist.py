@@ -244,10 +244,10 @@ class TabSpecialist(Specialist):
         if self.next_edit_path:
             from specialists.tab.next_edit import NextEditModel
 
-            if not (Path(self.next_edit_path) / "tokenizer.json").is_file():
-                raise SpecialistError(f"next_edit: no next-edit model in {self.next_edit_path} (train one with "
-                                      f"python -m specialists.tab.next_edit --out {self.next_edit_path})")
-            self.next_edit = NextEditModel(self.next_edit_path, threads=self.threads)
+            try:
+                self.next_edit = NextEditModel(self.next_edit_path, threads=self.threads)
+            except FileNotFoundError as exc:
+                raise SpecialistError(f"next_edit: {exc}") from None
         self.answer({"file": "def warm_up(x):\n    return x\n\nwarm_", "cursor": 33, "language": "python"})
 
     def start_workers(self) -> None:
