@@ -296,11 +296,7 @@ class Session:
                 self._made_next = False
                 self._delete(hi)
                 self._set_k(hi, len(h.new))
-                self._finish_hunk(hi)
-                if self.ask_after_edit:
-                    self._after = True
-                    yield hi, len(h.new)
-                    self._after = False
+                yield from self._done(hi)
                 continue
             if h.old:
                 yield hi, -1
@@ -335,10 +331,15 @@ class Session:
             if nxt < len(h.new):
                 yield hi, nxt
             k = self._k  # an accept may have moved it on
+        yield from self._done(hi)
+
+    def _done(self, hi: int) -> Iterator[tuple[int, int]]:
+        """Hunk ``hi`` is made: it joins the recent edits, and (``ask_after_edit``) the
+        person is asked once more, the cursor at its end."""
         self._finish_hunk(hi)
         if self.ask_after_edit:
             self._after = True
-            yield hi, len(h.new)
+            yield hi, len(self.hunks[hi].new)
             self._after = False
 
     def _set_k(self, hi: int, k: int) -> None:
