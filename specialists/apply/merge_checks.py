@@ -20,11 +20,11 @@ from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
 __all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
-           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check",
-           "unmatched_edge"]
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
+           "cross_check", "unmatched_edge"]
 
 
-def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
+def code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
     """(start, end) of each run of code lines in the sketch, between markers."""
     kinds, j = merger.sk.kinds, 0
     while j < merger.m:
@@ -41,7 +41,7 @@ def check_weak_blocks(merger: Merger) -> None:
     """A block that changes something must hold one line that can anchor it: a block of
     braces, blank lines and ``return`` around new code lands wherever those lines repeat."""
     sk = merger.sk
-    for start, j in _code_blocks(merger):
+    for start, j in code_blocks(merger):
         keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
         _check_reindent_only(merger, start, j)
         if any(not matched for _, matched in keys) and any(matched for _, matched in keys) \
@@ -60,7 +60,7 @@ def check_insertion_reading(merger: Merger) -> None:
     sk, sm, ok, language = merger.sk, merger.sm, merger.ok, merger.language
     defined: set[str] | None = None
     named: set[str] | None = None
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         inside = [j for j in range(start, end) if sm[j] >= 0]
         gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
                 for p in range(sm[a] + 1, sm[b]) if ok[p]]
@@ -135,7 +135,7 @@ def check_copied_edges(merger: Merger) -> None:
     a block's first pinned line too). Two readings, two files: abstain."""
     sk, sm, ok, pos = merger.sk, merger.sm, merger.ok, merger.pos
     kinds, m = sk.kinds, merger.m
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         text = [j for j in range(start, end) if sk.keys[j]]
         pinned = [j for j in text if sm[j] >= 0 and len(pos.get(sk.keys[j], ())) == 1
                   and merger.scount.get(sk.keys[j]) == 1]
@@ -201,7 +201,7 @@ def check_closed_up_context(merger: Merger) -> None:
     written for its own sake, so the nearest place is no safer a guess: abstain."""
     sk, sm, ok, n = merger.sk, merger.sm, merger.ok, merger.n
     kinds = sk.kinds
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         text = [j for j in range(start, end) if sk.keys[j]]
         if len(text) < 2 or any(sm[j] < 0 for j in text):
             continue
@@ -258,7 +258,7 @@ def unmatched_edge(merger: Merger) -> tuple[int, list[int]] | None:
     between the anchors around its block where the original has it; ``None`` if none."""
     sk, sm = merger.sk, merger.sm
     before = -1
-    for start, j in _code_blocks(merger):
+    for start, j in code_blocks(merger):
         after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
         body = [i for i in range(start, j) if sk.keys[i]]
         if body and any(sm[i] >= 0 for i in body):
