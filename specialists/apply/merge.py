@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from specialists.apply import align as _align
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
-from specialists.apply.merge_checks import (check_closed_up_context, check_copied_edges,
+from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
+                                            check_copied_edges,
                                             check_insertion_reading, check_near_ties,
                                             check_unmatched_edges, check_weak_blocks,
                                             code_blocks, cross_check, unmatched_edge)
@@ -165,6 +166,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_insertion_reading(merger)
     check_copied_edges(merger)
     check_closed_up_context(merger)
+    check_context_elsewhere(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

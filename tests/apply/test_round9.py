@@ -48,3 +48,47 @@ def test_blank_run_in_a_block_with_another_change_is_still_kept() -> None:
     assert result.applied, result.reason
     assert "urlopen\n\n\nfrom rich import print\nfrom rich.columns import Columns\n" in result.merged
     assert result.confidence == 0.9
+
+
+SETATTR = '''import pytest
+
+from attr._compat import PY36
+
+
+class TestFunctional:
+    def test_a(self):
+        src = make()
+        assert "self.x = x" in src
+        assert object.__setattr__ == D.__setattr__
+
+    @pytest.mark.parametrize("slots", [True, False])
+    def test_b(self, slots):
+        src = make(slots)
+        assert "self.y = y" in src
+        assert object.__setattr__ == D.__setattr__
+
+    @pytest.mark.skipif(not PY36, reason="NG APIs are 3.6+")
+    @pytest.mark.parametrize("slots", [True, False])
+    def test_c(self, slots):
+        assert C(slots).x == 1
+'''
+
+SETATTR_SKETCH = '''import sys
+
+import pytest
+
+# ... keep existing code ...
+        assert object.__setattr__ == D.__setattr__
+
+    @pytest.mark.parametrize("slots", [True, False])
+    # ... keep existing code ...
+'''
+
+
+def test_context_block_that_also_fits_with_a_line_deleted_abstains() -> None:
+    # the second block changes nothing where its lines first occur, but a few lines on it
+    # fits with the skipif decorator between its lines: shown deleted by omission there, or
+    # a block written for nothing here
+    result = apply_sketch(SETATTR, SETATTR_SKETCH, path="test_functional.py")
+    assert not result.applied
+    assert "fits nearby" in result.reason
