@@ -43,9 +43,12 @@ def emit_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int, out: list[str],
         new = list(items)
         if (merger.keep_short_blanks and all(not sk.keys[j] for j in new) and pb > pa + 1
                 and all(not merger.ok[p] for p in range(pa + 1, pb))
+                and ja not in merger.literal_lines
                 and not _header_closed_up(merger, pa, pb)):
             _keep(merger, pa + 1, pb, out, origin)  # blank lines the sketch dropped or merged
-            merger.blank_guesses += not dry
+            if not dry:
+                merger.blank_guesses += 1
+                merger.guessed_at.append(ja)
             return
         _replace_run(merger, pa + 1, pb, new, out, origin, dry)
         return

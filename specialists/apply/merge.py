@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from specialists.apply import align as _align
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
-from specialists.apply.merge_checks import (check_closed_up_context, check_copied_edges,
+from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
+                                            check_copied_edges,
                                             check_insertion_reading, check_near_ties,
                                             check_unmatched_edges, check_weak_blocks,
-                                            cross_check, unmatched_edge)
+                                            code_blocks, cross_check, unmatched_edge)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
@@ -78,6 +79,32 @@ def _sketch_ends_file(merger: Merger, origin: list[int]) -> bool:
     return origin[-1] == merger.sm[last]  # -1 == -1 when the line is new
 
 
+def _blank_runs_only(merger: Merger) -> frozenset[int]:
+    """The lines of each block that a blank run was kept in (the sketch wrote it shorter)
+    and that changes nothing else: every line with text placed where the original has it,
+    in order, at its indentation, with only blank lines between, no more of them than the
+    original has; and no ``remove`` comment beside it (a block of context for a deletion
+    changes nothing itself)."""
+    guessed = merger.guessed_at
+    if not guessed:
+        return frozenset()
+    sk, sm, ok, m = merger.sk, merger.sm, merger.ok, merger.m
+    found: set[int] = set()
+    for start, end in code_blocks(merger):
+        if not any(start <= j < end for j in guessed):
+            continue
+        if any(sk.kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < m):
+            continue
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if any(sm[j] < 0 or sk.widths[j] - merger.shift != merger.owidth[sm[j]] for j in text):
+            continue
+        if all(sm[a] < sm[b] and b - a <= sm[b] - sm[a]
+               and not any(ok[p] for p in range(sm[a] + 1, sm[b]))
+               for a, b in zip(text, text[1:])):
+            found.update(range(start, end))
+    return frozenset(found)
+
+
 def _edge_as_context(merger: Merger, edge: int,
                      places: list[int]) -> tuple[Merger, list[str], list[int]]:
     """A block's edge line next to a marker left new although the original has it, once,
@@ -122,6 +149,16 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         literal_out, literal_origin = literal.assemble(literal.anchor())
         if literal_out != out:
             merger, out, origin = literal, literal_out, literal_origin
+    quiet = _blank_runs_only(merger)
+    if quiet:
+        # A block whose one change, read with its shorter blank runs kept, would be none: a
+        # block is written for a change, so those blank runs are it (the whole-sketch case
+        # above, per block).
+        literal = merger.fork()
+        literal.literal_lines = quiet
+        literal_out, literal_origin = literal.assemble(literal.anchor())
+        if literal_out != out:
+            merger, out, origin = literal, literal_out, literal_origin
     check_weak_blocks(merger)
     edge = unmatched_edge(merger)
     if edge is not None:
@@ -129,6 +166,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_insertion_reading(merger)
     check_copied_edges(merger)
     check_closed_up_context(merger)
+    check_context_elsewhere(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

@@ -19,12 +19,13 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
-__all__ = ["check_closed_up_context", "check_copied_edges", "check_insertion_reading",
-           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "cross_check",
-           "unmatched_edge"]
+__all__ = ["check_closed_up_context", "check_context_elsewhere", "check_copied_edges",
+           "check_insertion_reading",
+           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
+           "cross_check", "unmatched_edge"]
 
 
-def _code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
+def code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
     """(start, end) of each run of code lines in the sketch, between markers."""
     kinds, j = merger.sk.kinds, 0
     while j < merger.m:
@@ -41,7 +42,7 @@ def check_weak_blocks(merger: Merger) -> None:
     """A block that changes something must hold one line that can anchor it: a block of
     braces, blank lines and ``return`` around new code lands wherever those lines repeat."""
     sk = merger.sk
-    for start, j in _code_blocks(merger):
+    for start, j in code_blocks(merger):
         keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
         _check_reindent_only(merger, start, j)
         if any(not matched for _, matched in keys) and any(matched for _, matched in keys) \
@@ -60,7 +61,7 @@ def check_insertion_reading(merger: Merger) -> None:
     sk, sm, ok, language = merger.sk, merger.sm, merger.ok, merger.language
     defined: set[str] | None = None
     named: set[str] | None = None
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         inside = [j for j in range(start, end) if sm[j] >= 0]
         gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
                 for p in range(sm[a] + 1, sm[b]) if ok[p]]
@@ -135,7 +136,7 @@ def check_copied_edges(merger: Merger) -> None:
     a block's first pinned line too). Two readings, two files: abstain."""
     sk, sm, ok, pos = merger.sk, merger.sm, merger.ok, merger.pos
     kinds, m = sk.kinds, merger.m
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         text = [j for j in range(start, end) if sk.keys[j]]
         pinned = [j for j in text if sm[j] >= 0 and len(pos.get(sk.keys[j], ())) == 1
                   and merger.scount.get(sk.keys[j]) == 1]
@@ -201,7 +202,7 @@ def check_closed_up_context(merger: Merger) -> None:
     written for its own sake, so the nearest place is no safer a guess: abstain."""
     sk, sm, ok, n = merger.sk, merger.sm, merger.ok, merger.n
     kinds = sk.kinds
-    for start, end in _code_blocks(merger):
+    for start, end in code_blocks(merger):
         text = [j for j in range(start, end) if sk.keys[j]]
         if len(text) < 2 or any(sm[j] < 0 for j in text):
             continue
@@ -228,6 +229,53 @@ def check_closed_up_context(merger: Merger) -> None:
                     raise Abstain("a block of context only whose first line is also found "
                                   "before whole definitions: it may show them deleted",
                                   sk.span(edge, edge))
+
+
+def check_context_elsewhere(merger: Merger) -> None:
+    """A block of context only (its lines where the original has them, in order, nothing
+    new, nothing deleted, no ``remove`` comment beside it), none of whose lines is found
+    once in the original, that also fits a few lines away between the same anchors with
+    lines between its lines there: placed there, the block shows those lines deleted by
+    omission (``assert x`` / blank / ``@parametrize(...)`` with the decorator between them
+    gone). A block that changes nothing is rarely written for its own sake, so the place
+    where it does nothing is no safer a guess: abstain."""
+    sk, sm, ok, pos, m = merger.sk, merger.sm, merger.ok, merger.pos, merger.m
+    for start, end in code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if len(text) < 2 or any(sm[j] < 0 for j in text) \
+                or all(weak(sk.keys[j]) for j in text) \
+                or any(len(pos[sk.keys[j]]) == 1 for j in text):
+            continue
+        if any(sk.kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < m):
+            continue
+        lo, hi = sm[text[0]], sm[text[-1]]
+        placed = {sm[j] for j in text}
+        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
+                ok[p] and p not in placed for p in range(lo, hi + 1)):
+            continue  # the block moves or deletes lines: it changes something
+        floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+        limit = next((sm[j] for j in range(end, m) if sm[j] >= 0), merger.n)
+        for q in pos[sk.keys[text[0]]]:
+            if q != lo and floor < q < limit \
+                    and _fits_with_gaps(ok, sk.keys, text, q, min(limit, q + hi - lo + 1 + _SLACK)):
+                raise Abstain("a block of context only that also fits nearby with lines between "
+                              "its lines: it may show them deleted", sk.span(start, end - 1))
+
+
+_SLACK = 3  # lines the other place may hold besides the block's
+
+
+def _fits_with_gaps(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:
+    """The block's lines ``text`` found in order from original line q (its first) before
+    ``stop``, with a line with text between two of them."""
+    p, gaps = q, False
+    for j in text[1:]:
+        at = next((x for x in range(p + 1, stop) if ok[x] == keys[j]), -1)
+        if at < 0:
+            return False
+        gaps = gaps or any(ok[x] for x in range(p + 1, at))
+        p = at
+    return gaps
 
 
 def _check_reindent_only(merger: Merger, start: int, end: int) -> None:
@@ -258,7 +306,7 @@ def unmatched_edge(merger: Merger) -> tuple[int, list[int]] | None:
     between the anchors around its block where the original has it; ``None`` if none."""
     sk, sm = merger.sk, merger.sm
     before = -1
-    for start, j in _code_blocks(merger):
+    for start, j in code_blocks(merger):
         after = next((sm[i] for i in range(j, merger.m) if sm[i] >= 0), merger.n)
         body = [i for i in range(start, j) if sk.keys[i]]
         if body and any(sm[i] >= 0 for i in body):

@@ -73,6 +73,10 @@ class Merger:
         # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
         # keeping them would leave the sketch changing nothing.
         self.keep_short_blanks = True
+        # Sketch lines of blocks read literally (their shorter blank runs are the edit), and
+        # the sketch line before each blank run kept as a dropped line (``assemble``).
+        self.literal_lines: frozenset[int] = frozenset()
+        self.guessed_at: list[int] = []
         self.deleted_by_context = self.deleted_by_remove = 0
 
     def fork(self, weights: Weights | None = None) -> Merger:
@@ -94,6 +98,7 @@ class Merger:
         other.check_deletions = other.wt is DEFAULT_WEIGHTS
         other.dp_spans = {}
         other.blank_guesses = 0
+        other.guessed_at = []
         other.deleted_by_context = other.deleted_by_remove = 0
         return other
 
@@ -173,6 +178,7 @@ class Merger:
         self.deleted_by_context = 0
         self.deleted_by_remove = 0
         self.blank_guesses = 0
+        self.guessed_at = []
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
             if jb != ja + 1 or pb != pa + 1:  # (an empty gap deletes and writes nothing)
                 check_implicit_deletion(self, ja, pa, jb, pb)
