@@ -193,6 +193,25 @@ def _new_unit(merger: Merger, side: list[int]) -> list[int] | None:
     return None
 
 
+def _context_only_blocks(merger: Merger) -> Iterator[tuple[int, int, list[int]]]:
+    """(start, end, lines with text) of each block of context only: two or more lines with
+    text, each placed where the original has it, in order, no original line with text
+    between them left out, and no ``remove`` comment beside the block: a block that
+    changes nothing where it is placed."""
+    sk, sm, ok = merger.sk, merger.sm, merger.ok
+    for start, end in code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if len(text) < 2 or any(sm[j] < 0 for j in text):
+            continue
+        if any(sk.kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < merger.m):
+            continue
+        placed = {sm[j] for j in text}
+        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
+                ok[p] and p not in placed for p in range(sm[text[0]], sm[text[-1]] + 1)):
+            continue  # the block moves or deletes lines: it changes something
+        yield start, end, text
+
+
 def check_closed_up_context(merger: Merger) -> None:
     """A block of context only (its lines where the original has them, in order, nothing
     new, nothing deleted) whose edge line next to a marker the original also has further
@@ -200,19 +219,9 @@ def check_closed_up_context(merger: Merger) -> None:
     definitions closed up, which deletes them (how a writer shows a deleted definition:
     ``return x`` / blank / ``@property`` / marker). A block that changes nothing is rarely
     written for its own sake, so the nearest place is no safer a guess: abstain."""
-    sk, sm, ok, n = merger.sk, merger.sm, merger.ok, merger.n
+    sk, sm, n = merger.sk, merger.sm, merger.n
     kinds = sk.kinds
-    for start, end in code_blocks(merger):
-        text = [j for j in range(start, end) if sk.keys[j]]
-        if len(text) < 2 or any(sm[j] < 0 for j in text):
-            continue
-        if any(kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < merger.m):
-            continue
-        lo, hi = sm[text[0]], sm[text[-1]]
-        placed = {sm[j] for j in text}
-        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
-                ok[p] and p not in placed for p in range(lo, hi + 1)):
-            continue  # the block moves or deletes lines: it changes something
+    for start, end, text in _context_only_blocks(merger):
         if end < merger.m and kinds[end] == LineKind.MARKER:
             edge, inner = text[-1], text[-2]
             limit = next((sm[j] for j in range(end, merger.m) if sm[j] >= 0), n)
@@ -240,19 +249,10 @@ def check_context_elsewhere(merger: Merger) -> None:
     gone). A block that changes nothing is rarely written for its own sake, so the place
     where it does nothing is no safer a guess: abstain."""
     sk, sm, ok, pos, m = merger.sk, merger.sm, merger.ok, merger.pos, merger.m
-    for start, end in code_blocks(merger):
-        text = [j for j in range(start, end) if sk.keys[j]]
-        if len(text) < 2 or any(sm[j] < 0 for j in text) \
-                or all(weak(sk.keys[j]) for j in text) \
-                or any(len(pos[sk.keys[j]]) == 1 for j in text):
-            continue
-        if any(sk.kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < m):
+    for start, end, text in _context_only_blocks(merger):
+        if all(weak(sk.keys[j]) for j in text) or any(len(pos[sk.keys[j]]) == 1 for j in text):
             continue
         lo, hi = sm[text[0]], sm[text[-1]]
-        placed = {sm[j] for j in text}
-        if any(sm[b] <= sm[a] for a, b in zip(text, text[1:])) or any(
-                ok[p] and p not in placed for p in range(lo, hi + 1)):
-            continue  # the block moves or deletes lines: it changes something
         floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
         limit = next((sm[j] for j in range(end, m) if sm[j] >= 0), merger.n)
         for q in pos[sk.keys[text[0]]]:
