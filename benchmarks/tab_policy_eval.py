@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="a split name of specialists.tab.data.SPLIT or comma-separated project NAMEs")
     p.add_argument("--per-project", type=int, default=60, help="edits sampled per project")
     p.add_argument("--seed", type=int, default=0, help="the edit sample's seed (the trainer's --seed)")
-    p.add_argument("--context-tokens", type=int, default=64)
+    p.add_argument("--context-tokens", type=int, default=0,
+                   help="tokens of the LM's prompt (0: as the policy was trained, as the server does)")
     p.add_argument("--cache-dir", default="runs/tab_cache", help="observation cache ('' : off)")
     args = p.parse_args(argv)
 
@@ -39,12 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     from specialists.tab.policy import TabPolicy
 
     torch.set_num_threads(1)
-    lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=1).load()
+    policy = TabPolicy.load(args.checkpoint)
+    # the LM reads the prompt the policy's features were computed on
+    context_tokens = args.context_tokens or int(policy.trained_with.get("context_tokens", 64))
+    anchor = int(policy.trained_with.get("prompt_anchor", 0))
+    lm = TabLM(args.checkpoint, context_tokens=context_tokens, threads=1, anchor=anchor).load()
     config = ObserveConfig(use_lm=True)
-    path = cache_path(args.cache_dir, args.checkpoint, config, args.context_tokens) if args.cache_dir else None
+    path = cache_path(args.cache_dir, args.checkpoint, config, context_tokens, anchor) if args.cache_dir else None
     cache = ObservationCache(lm, config, path)
     pairs = load_split(args.data, args.split, args.per_project, seed=args.seed)
-    policy = TabPolicy.load(args.checkpoint)
     t0 = time.time()
     summary = run(pairs, lambda req, obs: policy.act(obs, sample=False).suggestion, cache).summary()
     cache.save()

@@ -17,8 +17,9 @@ def _script():
 
 def test_it_reproduces_the_trainers_dev_score(tiny_checkpoint, toy_data, capsys) -> None:
     saved = json.loads((tiny_checkpoint / "policy.json").read_text())
+    assert saved["train_args"]["context_tokens"] == 48  # read from the policy, not a flag
     assert _script().main([str(toy_data), "--checkpoint", str(tiny_checkpoint), "--split", "toy",
-                           "--per-project", "0", "--context-tokens", "48", "--cache-dir", ""]) == 0
+                           "--per-project", "0", "--cache-dir", ""]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["policy_version"] == saved["version"]
     assert row["requests"] == saved["dev"]["requests"] > 0
