@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specialists.tab import baselines as B  # noqa: E402
 from specialists.tab.data import load_split, split_projects  # noqa: E402
 from specialists.tab.features import COPILOT_FEATURES, ObserveConfig, copilot_features  # noqa: E402
-from specialists.tab.harness import KINDS, ObservationCache, cache_path, measure_latency, run  # noqa: E402
+from specialists.tab.harness import KINDS, ObservationCache, measure_latency, run  # noqa: E402
 from specialists.tab.jump import JumpRule, with_jumps  # noqa: E402
 from specialists.tab.replay import Session  # noqa: E402
 
@@ -169,8 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
     lm_only = ObserveConfig(copy=False, lm_generate="always")  # what (a), (b), (c), (e) see
 
     def make_cache(cfg: ObserveConfig) -> ObservationCache:
-        path = cache_path(args.cache_dir, ckpt, cfg, lm.context_tokens, lm.anchor) if args.cache_dir else None
-        return ObservationCache(lm, cfg, path)
+        return ObservationCache.kept_in(args.cache_dir, lm, cfg, ckpt)
 
     cache, cache_lm = make_cache(full), make_cache(lm_only)
     train = load_split(args.data, args.train, args.train_per_project, seed=args.seed)

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from specialists.tab.data import load_split
     from specialists.tab.features import ObserveConfig
-    from specialists.tab.harness import ObservationCache, cache_path, run
+    from specialists.tab.harness import ObservationCache, run
     from specialists.tab.lm import TabLM
     from specialists.tab.policy import TabPolicy
 
@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     anchor = int(policy.trained_with.get("prompt_anchor", 0))
     lm = TabLM(args.checkpoint, context_tokens=context_tokens, threads=1, anchor=anchor).load()
     config = ObserveConfig(use_lm=True)
-    path = cache_path(args.cache_dir, args.checkpoint, config, context_tokens, anchor) if args.cache_dir else None
-    cache = ObservationCache(lm, config, path)
+    cache = ObservationCache.kept_in(args.cache_dir, lm, config, args.checkpoint)
     pairs = load_split(args.data, args.split, args.per_project, seed=args.seed)
     t0 = time.time()
     summary = run(pairs, lambda req, obs: policy.act(obs, sample=False).suggestion, cache).summary()

@@ -45,6 +45,19 @@ class ObservationCache:
             with open(self.path, "rb") as fh:
                 self._store = pickle.load(fh)
 
+    @classmethod
+    def kept_in(cls, cache_dir: str | Path | None, lm: Any, config: ObserveConfig,
+                checkpoint: str | Path | None) -> "ObservationCache":
+        """A cache whose file under ``cache_dir`` (empty: in memory only) is named for the
+        LM's weights at ``checkpoint`` and for what they observed: ``config`` and the LM's
+        prompt settings (its length in tokens and its anchoring), so that runs observing
+        alike share it and runs that differ never read each other's states."""
+        path = None
+        if cache_dir:
+            path = cache_path(cache_dir, checkpoint, config, lm.context_tokens if lm is not None else 0,
+                              lm.anchor if lm is not None else 0)
+        return cls(lm, config, path)
+
     def save(self) -> None:
         if self.path is None:
             return

@@ -25,7 +25,7 @@ from typing import Any
 
 from specialists.tab.data import load_split
 from specialists.tab.features import ObserveConfig
-from specialists.tab.harness import Metrics, ObservationCache, cache_path, run
+from specialists.tab.harness import Metrics, ObservationCache, run
 from specialists.tab.policy import PolicyConfig, Sample, TabPolicy
 from specialists.tab.replay import RewardConfig
 
@@ -107,9 +107,7 @@ def train(args: Args) -> dict[str, Any]:
         lm = TabLM(args.checkpoint, context_tokens=args.context_tokens, threads=args.threads,
                    anchor=args.prompt_anchor).load()
     config = ObserveConfig(use_lm=lm is not None)
-    path = cache_path(args.cache_dir, args.checkpoint, config, args.context_tokens,
-                      args.prompt_anchor) if args.cache_dir else None
-    cache = ObservationCache(lm, config, path)
+    cache = ObservationCache.kept_in(args.cache_dir, lm, config, args.checkpoint)
     train_pairs = load_split(args.data, args.train_split, args.train_per_project, seed=args.seed)
     dev_pairs = load_split(args.data, args.dev_split, args.dev_per_project, seed=args.seed)
     train_reward = RewardConfig(args.reward_accept, args.reward_reject, args.reward_none, args.reward_per_char)
