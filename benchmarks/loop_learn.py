@@ -86,6 +86,9 @@ class Step:
     from the step: see :func:`rollout`'s ``prompt_of``)."""
     typed: str = ""
     """What the simulated user went on to type on this line (``--lm pg_sft``'s target)."""
+    pair: int = -1
+    """Which of the replayed pairs (its index in ``rollout``'s list) asked: the unit the
+    paired, edit-clustered statistics resample (:func:`paired_gain`)."""
 
     @property
     def lm_shown(self) -> bool:
@@ -149,7 +152,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
-            step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value)
+            step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
             if prompt_of is not None:
                 if step.lm_shown or (line.strip() and not step.outcome.accepted):
                     step.prompt = prompt_of(req.file[: req.cursor])
@@ -383,6 +386,42 @@ def measure(steps: list[Step]) -> dict[str, float]:
             "accept_rate": accepted / max(1, shown)}
 
 
+def per_edit(steps: Sequence[Step]) -> dict[int, tuple[float, int]]:
+    """Reward summed and requests counted per replayed edit (``Step.pair``)."""
+    out: dict[int, tuple[float, int]] = {}
+    for s in steps:
+        r, n = out.get(s.pair, (0.0, 0))
+        out[s.pair] = (r + s.outcome.reward, n + 1)
+    return out
+
+
+def paired_gain(before: dict[int, tuple[float, int]] | None,
+                after: dict[int, tuple[float, int]]) -> tuple[float, float]:
+    """Reward per request of ``after`` minus ``before`` (0 when None) and its standard error
+    with the *edit* as the unit, both versions measured on the same edits: the delta method
+    for a difference of two ratio estimators (sum of rewards / requests). Each edit's share
+    of the error is its residual in ``after`` minus its residual in ``before``
+    (``(r_e - R n_e) / N``), so what two versions do alike on an edit cancels, and requests
+    of one edit are not counted as independent, as the per-request SE does."""
+    edits = sorted(set(after) | set(before or {}))
+
+    def residuals(d: dict[int, tuple[float, int]] | None) -> tuple[float, list[float]]:
+        if not d:
+            return 0.0, [0.0] * len(edits)
+        total_r = sum(r for r, _ in d.values())
+        total_n = sum(n for _, n in d.values())
+        ratio = total_r / total_n
+        return ratio, [(d.get(e, (0.0, 0))[0] - ratio * d.get(e, (0.0, 0))[1]) / total_n for e in edits]
+
+    r1, z1 = residuals(after)
+    r0, z0 = residuals(before)
+    k = len(edits)
+    if k < 2:
+        return r1 - r0, float("nan")
+    var = k / (k - 1) * sum((a - b) ** 2 for a, b in zip(z1, z0))
+    return r1 - r0, math.sqrt(var)
+
+
 # -- the always-show start --------------------------------------------------------------
 def default_row(obs: Observation) -> int:
     """The action (as ``Action.index``) that shows the ensemble default's line: that
@@ -488,9 +527,15 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
         measured = rollout(measure_pairs, here, greedy, reward)
+        edits = per_edit(measured)
+        if turn == 0:
+            edits0 = edits
+        gain, gain_se = paired_gain(edits0, edits)
         row: dict[str, Any] = {"start": args._start, "learner": label, "seed": seed, "turn": turn,
                                "events": events_so_far,
                                **{k: round(v, 5) for k, v in measure(measured).items()},
+                               "edit_se": round(paired_gain(None, edits)[1], 5),
+                               "paired_gain": round(gain, 5), "paired_se": round(gain_se, 5),
                                "lm_shown": sum(s.lm_shown for s in measured),
                                "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured)}
         if lm_learner is not None:
@@ -551,7 +596,11 @@ def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
         pooled = math.sqrt(first["se"] ** 2 + last["se"] ** 2)
         rises[f"{start}/{learner}/seed{seed}"] = {
             "first": first["reward"], "last": last["reward"], "gain": round(last["reward"] - first["reward"], 5),
-            "pooled_se": round(pooled, 5), "passes": last["reward"] - first["reward"] > 2 * pooled}
+            "pooled_se": round(pooled, 5), "passes": last["reward"] - first["reward"] > 2 * pooled,
+            # the same gain, paired by edit (both versions replay the same edits) and with the
+            # edit as the unit: a second reading, not the issue's bar
+            "paired_se": last.get("paired_se"),
+            "paired_passes": last.get("paired_se") is not None and last["paired_gain"] > 2 * last["paired_se"]}
     out["rise"] = rises
 
     def mean_curve(start: str, learner: str) -> list[float]:
@@ -724,7 +773,6 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
 
     from specialists.tab.features import ObserveConfig
-    from specialists.tab.harness import cache_path
     from specialists.tab.lm import TabLM
     from specialists.tab.policy import TabPolicy
 
@@ -733,8 +781,7 @@ def main(argv: list[str] | None = None) -> dict:
     ckpt = Path(args.checkpoint)
     lm = TabLM(ckpt, threads=args.threads).load()
     config = ObserveConfig()
-    cache = ObservationCache(lm, config, cache_path(args.cache_dir, ckpt, config, lm.context_tokens, lm.anchor)
-                             if args.cache_dir else None)
+    cache = ObservationCache.kept_in(args.cache_dir, lm, config, ckpt)
     shipped = TabPolicy.load(ckpt)
     lm_start = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     if args.normalize_advantages:
@@ -772,7 +819,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     rows: list[dict] = []
     bc_info: dict[str, Any] = {}
-    cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "show_rate", "accept_rate",
+    cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "edit_se", "paired_gain", "paired_se",
+            "show_rate", "accept_rate",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
     if lm_variants != ["frozen"]:
         cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_kl", "lm_grad_norm", "lm_drift",
