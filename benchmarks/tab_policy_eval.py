@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-project", type=int, default=60, help="edits sampled per project")
     p.add_argument("--seed", type=int, default=0, help="the edit sample's seed (the trainer's --seed)")
     p.add_argument("--context-tokens", type=int, default=0,
-                   help="tokens of the LM's prompt (0: as the policy was trained, as the server does)")
+                   help="tokens of the LM's prompt (0: as the policy was trained)")
     p.add_argument("--cache-dir", default="runs/tab_cache", help="observation cache ('' : off)")
     args = p.parse_args(argv)
 
