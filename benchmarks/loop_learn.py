@@ -43,9 +43,17 @@ LM version's observations are computed afresh (:class:`FreshCache`); ``frozen`` 
 default) is the LM of the shared cache. Labelled ``ppo+lm_pg`` etc. in the rows.
 
 Prints one row per turn and a JSON summary last with the issue's checks computed: per
-seed, last − first > 2 × pooled SE (sqrt(SE_first² + SE_last²)); PPO against the bandit
-on the last turn; stale reuse against on-policy in new events needed. Writes the curves
-(``--curve``) and everything measured (``--out``).
+seed, last − first > 2 × pooled SE (sqrt(SE_first² + SE_last²), each SE across requests);
+PPO against the bandit on the last turn; stale reuse against on-policy in new events
+needed. Writes the curves (``--curve``) and everything measured (``--out``).
+
+Every row also carries a second reading of the same figures, with the *edit* as the unit
+(one edit's requests are alike, so counting them as independent draws makes one version's
+SE too small): ``edit_se``, the version's own SE so; and ``paired_gain`` / ``paired_se``,
+its gain over turn 0 and that gain's SE, paired by edit — every version replays the same
+later-history edits, so what two versions do alike on an edit cancels
+(:func:`paired_gain`). The summary's ``paired_passes`` is gain > 2 × ``paired_se``; the
+issue's bar stays the per-request pooled one.
 """
 
 from __future__ import annotations
