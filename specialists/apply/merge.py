@@ -29,6 +29,7 @@ from specialists.apply import align as _align
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
+                                            check_context_split,
                                             check_copied_edges,
                                             check_insertion_reading, check_near_ties,
                                             check_unmatched_edges, check_weak_blocks,
@@ -167,6 +168,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_copied_edges(merger)
     check_closed_up_context(merger)
     check_context_elsewhere(merger)
+    check_context_split(merger, origin)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS
