@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specialists.apply import align as _align
+from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
@@ -169,6 +170,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_closed_up_context(merger)
     check_context_elsewhere(merger)
     check_context_split(merger, origin)
+    check_replaced_imports(merger, out)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

@@ -1,6 +1,8 @@
 """Issue 16, round 10: a block of context only whose first or last lines also stand
 together a little further on (back) between the same anchors: read there, it is the
-context around a deletion (a repeated row gone), not a block written for nothing."""
+context around a deletion (a repeated row gone), not a block written for nothing; and an
+import placed by similarity over one from the same module that binds other names, where
+the file still uses the old names: it may go beside it."""
 
 from __future__ import annotations
 
@@ -69,3 +71,41 @@ def test_context_block_of_closing_lines_is_still_placed() -> None:
     result = apply_sketch(ROWS, sketch, path="rows.py")
     assert result.applied, result.reason
     assert result.merged == ROWS.replace("Table\n", "Table\nfrom rich.text import Text\n", 1)
+
+
+IMPORTS = '''import sys
+
+import pytest
+
+import click.utils
+from click._compat import WIN
+from click._utils import UNSET
+
+
+@pytest.mark.skipif(WIN, reason="Different behavior on windows.")
+def test_echo():
+    assert click.utils.echo is not UNSET
+'''
+
+NEW_IMPORT_SKETCH = '''# ... existing code ...
+from click._compat import MAC
+# ... existing code ...
+'''
+
+
+def test_import_over_one_whose_name_is_still_used_abstains() -> None:
+    # placed by similarity, ``import MAC`` would replace ``import WIN``, which the file
+    # still uses: it as likely goes beside it
+    result = apply_sketch(IMPORTS, NEW_IMPORT_SKETCH, path="test_utils.py")
+    assert not result.applied
+    assert "still uses" in result.reason
+
+
+def test_import_over_one_whose_name_goes_replaces_it() -> None:
+    # the sketch also rewrites the one use of WIN: the import is a rewrite
+    sketch = NEW_IMPORT_SKETCH + '''@pytest.mark.skipif(MAC, reason="Different behavior on windows.")
+# ... existing code ...
+'''
+    result = apply_sketch(IMPORTS, sketch, path="test_utils.py")
+    assert result.applied, result.reason
+    assert result.merged == IMPORTS.replace("WIN", "MAC")
