@@ -13,8 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from specialists.apply.deletions import definitions_named, locate_remove
-from specialists.apply.languages import (definition_name, import_names, import_source,
-                                         imported_names)
+from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain
 from specialists.apply.similarity import similarities
@@ -22,7 +21,7 @@ from specialists.apply.similarity import similarities
 if TYPE_CHECKING:
     from specialists.apply.merger import Merger
 
-__all__ = ["check_replaced_imports", "locate_group", "uses_any"]
+__all__ = ["check_replaced_imports", "locate_group"]
 
 
 def locate_group(merger: Merger, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int]:
@@ -72,24 +71,37 @@ def _locate_code(merger: Merger, j0: int, j1: int, lo: int, hi: int) -> tuple[in
     return t0, t1
 
 
+_IMPORTED = re.compile(
+    r"""^(?:from\s+(?P<a>\S+)\s+import\b|import\s+(?P<b>[\w.]+)|(?:const|let|var)\s+[^=]+=\s*"""
+    r"""require\(\s*['"](?P<c>[^'"]+)|import\s.*\sfrom\s+['"](?P<d>[^'"]+)|"(?P<e>[\w./-]+)"$)""")
+
+
 def _check_import_rewrite(new: str, old: str, span: tuple[int, int]) -> None:
     """An import line placed by similarity over an import of another module: it is as
     likely a new import beside it (an import block's lines all look alike), and the
     sketch, with no context around it, does not say where it goes."""
-    a, b = import_source(new), import_source(old)
+    a, b = _IMPORTED.match(new), _IMPORTED.match(old)
     if a is None or b is None:
         return
-    if a != b and import_names(new) != import_names(old):
-        # (the same names from another module: a rewrite)
+    if next(g for g in a.groups() if g) != next(g for g in b.groups() if g) \
+            and _names(new) != _names(old):  # the same names from another module: a rewrite
         raise Abstain("a new import between two markers resembles an import of another "
                       "module; the sketch does not say whether it replaces it", span)
 
 
 def _other_names_same_module(new: str, old: str) -> bool:
     """Both are imports from one module, binding no name in common."""
-    a = import_source(new)
-    return a is not None and a == import_source(old) \
-        and not imported_names(new) & imported_names(old)
+    a, b = _IMPORTED.match(new), _IMPORTED.match(old)
+    if a is None or b is None:
+        return False
+    return next(g for g in a.groups() if g) == next(g for g in b.groups() if g) \
+        and not _bound(new) & _bound(old)
+
+
+def _bound(line: str) -> set[str]:
+    """The names an import line binds, as words."""
+    return set(re.findall(r"\w+", _names(line))) - {"as", "import", "from", "const", "let",
+                                                     "var", "require"}
 
 
 def check_replaced_imports(merger: Merger, out: list[str]) -> None:
@@ -97,17 +109,25 @@ def check_replaced_imports(merger: Merger, out: list[str]) -> None:
     (``import MAC`` over ``import WIN``) replaces it; where the merged file still uses a
     name only the old line bound, the new line more likely goes beside it: abstain."""
     for j, p in merger.replaced_imports:
-        gone = imported_names(merger.ok[p]) - imported_names(merger.sk.keys[j])
-        if gone and uses_any(out, gone):
+        gone = _bound(merger.ok[p]) - _bound(merger.sk.keys[j])
+        if not gone:
+            continue
+        used = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(gone))) + r")\b")
+        if any(used.search(line) for line in out if not _IMPORTED.match(line.strip())):
             raise Abstain("a new import placed over one from the same module would drop a name "
                           "the file still uses; it may go beside it",
                           merger.sk.span(j, j))
 
 
-def uses_any(lines: list[str], names: set[str]) -> bool:
-    """Whether a line of ``lines`` that is no import line names one of ``names``."""
-    used = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
-    return any(used.search(line) for line in lines if import_source(line.strip()) is None)
+def _names(line: str) -> str:
+    """What an import line binds: the text after ``import`` (or before ``=``/``from``)."""
+    if line.startswith("from ") and " import " in line:
+        return line.split(" import ", 1)[1].strip()
+    if " from " in line:
+        return line.split(" from ", 1)[0].strip()
+    if "=" in line:
+        return line.split("=", 1)[0].strip()
+    return line
 
 
 def _check_not_renamed(merger: Merger, name: str, t0: int, t1: int,

@@ -15,7 +15,7 @@ from typing import Iterable
 
 __all__ = [
     "CommentSyntax", "comment_syntax", "definition_end", "definition_name", "definition_start",
-    "definitions_of", "import_source", "imported_names", "language_for_path",
+    "definitions_of", "language_for_path",
 ]
 
 _EXTENSIONS: dict[str, str] = {
@@ -186,32 +186,3 @@ def definition_end(keys: list[str], widths: list[int], header: int, hi: int,
         if opened and depth <= 0:
             return q + 1
     return header + 1
-
-
-_IMPORTED = re.compile(
-    r"""^(?:from\s+(?P<a>\S+)\s+import\b|import\s+(?P<b>[\w.]+)|(?:const|let|var)\s+[^=]+=\s*"""
-    r"""require\(\s*['"](?P<c>[^'"]+)|import\s.*\sfrom\s+['"](?P<d>[^'"]+)|"(?P<e>[\w./-]+)"$)""")
-
-
-def import_source(line: str) -> str | None:
-    """The module an import line (Python, JavaScript, a Go import block's line) imports
-    from; ``None`` if it is no import line."""
-    found = _IMPORTED.match(line)
-    return None if found is None else next(g for g in found.groups() if g)
-
-
-def import_names(line: str) -> str:
-    """What an import line binds: the text after ``import`` (or before ``=``/``from``)."""
-    if line.startswith("from ") and " import " in line:
-        return line.split(" import ", 1)[1].strip()
-    if " from " in line:
-        return line.split(" from ", 1)[0].strip()
-    if "=" in line:
-        return line.split("=", 1)[0].strip()
-    return line
-
-
-def imported_names(line: str) -> set[str]:
-    """The words an import line binds (``import_names``), keywords left out."""
-    return set(re.findall(r"\w+", import_names(line))) - {
-        "as", "import", "from", "const", "let", "var", "require", "type"}
