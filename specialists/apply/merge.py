@@ -30,11 +30,11 @@ from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
-                                            check_context_split,
-                                            check_copied_edges,
+                                            check_context_split, check_copied_edges,
                                             check_insertion_reading, check_near_ties,
-                                            check_unmatched_edges, check_weak_blocks,
-                                            code_blocks, cross_check, unmatched_edge)
+                                            check_reindent_elsewhere, check_unmatched_edges,
+                                            check_weak_blocks, code_blocks, cross_check,
+                                            unmatched_edge)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
@@ -171,6 +171,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_context_elsewhere(merger)
     check_context_split(merger, origin)
     check_replaced_imports(merger, out)
+    check_reindent_elsewhere(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

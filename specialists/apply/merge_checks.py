@@ -20,8 +20,7 @@ from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
 __all__ = ["check_closed_up_context", "check_context_elsewhere", "check_context_split",
-           "check_copied_edges",
-           "check_insertion_reading",
+           "check_copied_edges", "check_insertion_reading", "check_reindent_elsewhere",
            "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
            "cross_check", "unmatched_edge"]
 
@@ -299,6 +298,40 @@ def check_context_split(merger: Merger, origin: list[int]) -> None:
                         raise Abstain("a block of context only whose first lines also stand "
                                       "together further back: it may show the lines between "
                                       "deleted", sk.span(start, end - 1))
+
+
+def check_reindent_elsewhere(merger: Merger) -> None:
+    """A block that keeps a line of the original but moves it to another depth (wraps it
+    in new code), whose other kept lines, none found once in the original, also stand in
+    the same order at another place between the same anchors: there the block rewrites
+    that line instead. The cost model, not the sketch, chose between the two: abstain."""
+    sk, sm, ok, pos, m = merger.sk, merger.sm, merger.ok, merger.pos, merger.m
+    for start, end in code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j] and sm[j] >= 0]
+        moved = [j for j in text if sk.widths[j] - merger.shift != merger.owidth[sm[j]]]
+        kept = [j for j in text if j not in moved]
+        if not moved or len(kept) < 2 or any(len(pos[sk.keys[j]]) == 1 for j in kept) \
+                or all(weak(sk.keys[j]) for j in kept):
+            continue
+        floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+        limit = next((sm[j] for j in range(end, m) if sm[j] >= 0), merger.n)
+        span = sm[kept[-1]] - sm[kept[0]] + 1
+        for q in pos[sk.keys[kept[0]]]:
+            if q != sm[kept[0]] and floor < q < limit and _in_order(
+                    ok, sk.keys, kept, q, min(limit, q + span + _SLACK)):
+                raise Abstain("a block that moves a kept line to another depth also fits "
+                              "elsewhere, where it would rewrite that line",
+                              sk.span(start, end - 1))
+
+
+def _in_order(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:
+    """The lines ``text`` found in order from original line q (its first) before ``stop``."""
+    p = q
+    for j in text[1:]:
+        p = next((x for x in range(p + 1, stop) if ok[x] == keys[j]), -1)
+        if p < 0:
+            return False
+    return True
 
 
 def _stands_together(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:

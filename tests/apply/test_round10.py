@@ -2,7 +2,8 @@
 together a little further on (back) between the same anchors: read there, it is the
 context around a deletion (a repeated row gone), not a block written for nothing; and an
 import placed by similarity over one from the same module that binds other names, where
-the file still uses the old names: it may go beside it."""
+the file still uses the old names: it may go beside it; a block that moves a kept line
+to another depth and whose other lines also fit elsewhere."""
 
 from __future__ import annotations
 
@@ -109,3 +110,53 @@ def test_import_over_one_whose_name_goes_replaces_it() -> None:
     result = apply_sketch(IMPORTS, sketch, path="test_utils.py")
     assert result.applied, result.reason
     assert result.merged == IMPORTS.replace("WIN", "MAC")
+
+
+REGEX = '''import re
+
+from rich.text import Text
+
+
+def test_highlight_regex():
+    text = Text("Ada Lovelace, Alan Turing")
+    count = text.highlight_regex(
+        r"(?P<yellow>[A-Za-z]+)[ ]+(?P<red>[A-Za-z]+)"
+    )
+    assert count == 2
+
+
+def test_highlight_regex_compiled():
+    text = Text("Ada Lovelace, Alan Turing")
+    count = text.highlight_regex(
+        re.compile(r"(?P<yellow>[A-Za-z]+)[ ]+(?P<red>[A-Za-z]+)")
+    )
+    assert count == 2
+'''
+
+REGEX_SKETCH = '''import re
+# ... existing code ...
+    text = Text("Ada Lovelace, Alan Turing")
+    count = text.highlight_regex(
+        re.compile(
+            r"(?P<yellow>[A-Za-z]+)[ ]+(?P<red>[A-Za-z]+)"
+        )
+    )
+    assert count == 2
+# ... existing code ...
+'''
+
+
+def test_block_that_wraps_a_kept_line_and_also_fits_elsewhere_abstains() -> None:
+    # in the first test the block wraps the pattern line in a new ``re.compile(``; in the
+    # second, whose other lines are the same, it splits ``re.compile(r"...")`` over lines
+    result = apply_sketch(REGEX, REGEX_SKETCH, path="test_text.py")
+    assert not result.applied
+    assert "also fits elsewhere" in result.reason
+
+
+def test_block_that_wraps_a_kept_line_in_one_place_is_applied() -> None:
+    # with the second test gone, the block fits once: the wrap is the edit
+    original = REGEX.split("\n\n\ndef test_highlight_regex_compiled")[0] + "\n"
+    result = apply_sketch(original, REGEX_SKETCH, path="test_text.py")
+    assert result.applied, result.reason
+    assert 're.compile(\n            r"(?P<yellow>' in result.merged
