@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specialists.apply import align as _align
+from specialists.apply.expansion import file_head
 from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.markers import LineKind
@@ -107,6 +108,22 @@ def _blank_runs_only(merger: Merger) -> frozenset[int]:
     return frozenset(found)
 
 
+def _as_file_start(merger: Merger, out: list[str],
+                   origin: list[int]) -> tuple[Merger, list[str], list[int]]:
+    """A sketch with no first marker that changes nothing with the file's head above it
+    kept (its docstring or comments, imports): a sketch that changes nothing is not sent,
+    so it starts the file (frontier models leave out the first marker there), deleting the
+    head it does not show. Read so when that changes something; else as it was."""
+    first = next((p for p in merger.sm if p >= 0), 0)
+    if first > 0 and file_head(merger.ok[:first]):
+        starts = merger.fork()
+        starts.head_deletes = True
+        starts_out, starts_origin = starts.assemble(starts.anchor())
+        if starts_out != out:
+            return starts, starts_out, starts_origin
+    return merger, out, origin
+
+
 def _edge_as_context(merger: Merger, edge: int,
                      places: list[int]) -> tuple[Merger, list[str], list[int]]:
     """A block's edge line next to a marker left new although the original has it, once,
@@ -151,6 +168,8 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         literal_out, literal_origin = literal.assemble(literal.anchor())
         if literal_out != out:
             merger, out, origin = literal, literal_out, literal_origin
+    if out == olines.raw and sk.kinds[0] == IMPLICIT:
+        merger, out, origin = _as_file_start(merger, out, origin)
     quiet = _blank_runs_only(merger)
     if quiet:
         # A block whose one change, read with its shorter blank runs kept, would be none: a

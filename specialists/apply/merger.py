@@ -81,6 +81,8 @@ class Merger:
         # (sketch line, original line) of each import placed by similarity over one from
         # the same module binding other names (``floating.check_replaced_imports``).
         self.replaced_imports: list[tuple[int, int]] = []
+        # Read a sketch that starts with no marker as starting the file (``merge``).
+        self.head_deletes = False
 
     def fork(self, weights: Weights | None = None) -> Merger:
         """A fresh merger over the same original and sketch, sharing what only depends on

@@ -3,7 +3,8 @@ together a little further on (back) between the same anchors: read there, it is 
 context around a deletion (a repeated row gone), not a block written for nothing; and an
 import placed by similarity over one from the same module that binds other names, where
 the file still uses the old names: it may go beside it; a block that moves a kept line
-to another depth and whose other lines also fit elsewhere."""
+to another depth and whose other lines also fit elsewhere; a sketch with no first marker
+that changes nothing unless it starts the file, below a docstring it does not show."""
 
 from __future__ import annotations
 
@@ -160,3 +161,35 @@ def test_block_that_wraps_a_kept_line_in_one_place_is_applied() -> None:
     result = apply_sketch(original, REGEX_SKETCH, path="test_text.py")
     assert result.applied, result.reason
     assert 're.compile(\n            r"(?P<yellow>' in result.merged
+
+
+VIEWS = '''"""
+    tests.views
+    ~~~~~~~~~~~
+
+    Pluggable views.
+"""
+import pytest
+
+import flask.views
+
+
+def test_basic_view(app):
+    class Index(flask.views.View):
+        methods = ["GET", "POST"]
+'''
+
+
+def test_sketch_that_starts_below_the_docstring_and_changes_nothing_else_deletes_it() -> None:
+    # with the docstring above it kept, the sketch changes nothing, and nobody sends such
+    # a sketch: with no first marker it starts the file
+    result = apply_sketch(VIEWS, "import pytest\n# ... existing code ...\n", path="test_views.py")
+    assert result.applied, result.reason
+    assert result.merged == VIEWS.split('"""\n', 2)[2]
+
+
+def test_sketch_that_starts_below_code_and_changes_nothing_still_abstains() -> None:
+    # above the sketch's first line is code, not the file's head: nothing to read
+    original = "x = 1\n" + VIEWS.split('"""\n', 2)[2]
+    result = apply_sketch(original, "import pytest\n# ... existing code ...\n", path="t.py")
+    assert not result.applied
