@@ -279,6 +279,8 @@ def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -
                               "show: it does not say whether they stay", sk.span(sep, sep))
             return True
         return False
+    if merger.tail_deletes:
+        return True
     if EDGE_MODE["tail"] == "keep":
         return False
     last = code[-1]

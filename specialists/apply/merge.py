@@ -29,6 +29,7 @@ from specialists.apply import align as _align
 from specialists.apply.expansion import file_head
 from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
+from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
                                             check_context_split, check_copied_edges,
@@ -124,6 +125,24 @@ def _as_file_start(merger: Merger, out: list[str],
     return merger, out, origin
 
 
+def _as_file_end(merger: Merger, out: list[str],
+                 origin: list[int]) -> tuple[Merger, list[str], list[int]]:
+    """The mirror image of ``_as_file_start``: a sketch with no last marker that changes
+    nothing with the definitions below its last line kept ends the file, deleting them.
+    (Only where a definition opens there: with other code below, a house-style sketch that
+    lost its last marker was read so, wrongly, on the second development sample.)"""
+    last = next((p for p in reversed(merger.sm) if p >= 0), -1)
+    after = next((key for key in merger.ok[last + 1:] if key), None) if last >= 0 else None
+    if after is not None and (after.startswith("@")
+                              or definition_name(after, merger.language) is not None):
+        ends = merger.fork()
+        ends.tail_deletes = True
+        ends_out, ends_origin = ends.assemble(ends.anchor())
+        if ends_out != out:
+            return ends, ends_out, ends_origin
+    return merger, out, origin
+
+
 def _edge_as_context(merger: Merger, edge: int,
                      places: list[int]) -> tuple[Merger, list[str], list[int]]:
     """A block's edge line next to a marker left new although the original has it, once,
@@ -170,6 +189,8 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
             merger, out, origin = literal, literal_out, literal_origin
     if out == olines.raw and sk.kinds[0] == IMPLICIT:
         merger, out, origin = _as_file_start(merger, out, origin)
+    if out == olines.raw and sk.kinds[-1] == IMPLICIT:
+        merger, out, origin = _as_file_end(merger, out, origin)
     quiet = _blank_runs_only(merger)
     if quiet:
         # A block whose one change, read with its shorter blank runs kept, would be none: a

@@ -83,6 +83,7 @@ class Merger:
         self.replaced_imports: list[tuple[int, int]] = []
         # Read a sketch that starts with no marker as starting the file (``merge``).
         self.head_deletes = False
+        self.tail_deletes = False  # and ending it
 
     def fork(self, weights: Weights | None = None) -> Merger:
         """A fresh merger over the same original and sketch, sharing what only depends on

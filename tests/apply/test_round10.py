@@ -4,7 +4,8 @@ context around a deletion (a repeated row gone), not a block written for nothing
 import placed by similarity over one from the same module that binds other names, where
 the file still uses the old names: it may go beside it; a block that moves a kept line
 to another depth and whose other lines also fit elsewhere; a sketch with no first marker
-that changes nothing unless it starts the file, below a docstring it does not show."""
+that changes nothing unless it starts the file, below a docstring it does not show (or,
+with no last marker, ends it above a definition)."""
 
 from __future__ import annotations
 
@@ -193,3 +194,28 @@ def test_sketch_that_starts_below_code_and_changes_nothing_still_abstains() -> N
     original = "x = 1\n" + VIEWS.split('"""\n', 2)[2]
     result = apply_sketch(original, "import pytest\n# ... existing code ...\n", path="t.py")
     assert not result.applied
+
+
+BLUEPRINT = '''class Blueprint:
+    def errorhandler(self, code):
+        def decorator(f):
+            return f
+        return decorator
+
+    def register_error_handler(self, code, f):
+        self.handlers[code] = f
+'''
+
+BLUEPRINT_SKETCH = '''# ... existing code ...
+    def errorhandler(self, code):
+        # ... existing code ...
+        return decorator
+'''
+
+
+def test_sketch_that_ends_above_a_definition_and_changes_nothing_else_deletes_it() -> None:
+    # with the method below it kept, the sketch changes nothing; with no last marker it
+    # ends the file
+    result = apply_sketch(BLUEPRINT, BLUEPRINT_SKETCH, path="blueprints.py")
+    assert result.applied, result.reason
+    assert result.merged == BLUEPRINT.split("\n\n")[0] + "\n"
