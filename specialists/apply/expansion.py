@@ -25,7 +25,7 @@ from specialists.apply.text import reindent
 if TYPE_CHECKING:
     from specialists.apply.merger import Merger
 
-__all__ = ["emit_gap", "emit_matched"]
+__all__ = ["emit_gap", "emit_matched", "file_head"]
 
 _MAX_HEADER = 6  # lines a definition's signature may take
 
@@ -229,6 +229,20 @@ _HEAD = re.compile(
 EDGE_MODE = {"lead": "abstain", "tail": "abstain"}
 
 
+def file_head(keys: list[str]) -> bool:
+    """Whether ``keys`` (an original's first lines) are a file's head only and open with
+    its docstring or a comment: the docstring, then imports, comments and blank lines."""
+    if not keys or not keys[0].startswith(('"""', "'''", "#", "//", "/*")):
+        return False
+    at = 0
+    quote = keys[0][:3] if keys[0][:3] in ('"""', "'''") else ""
+    if quote:
+        at = next((i + 1 for i, key in enumerate(keys) if quote in key[3 if i == 0 else 0:]), 0)
+        if not at:
+            return False
+    return _head_lines([key for key in keys[at:] if key])
+
+
 def _head_lines(keys: list[str]) -> bool:
     """Whether every line is part of a file's head (imports and comments)."""
     depth = 0
@@ -254,6 +268,8 @@ def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -
     if not code or not any(kind in (LineKind.MARKER, LineKind.REMOVE) for kind in sk.kinds):
         return False  # no marker at all: a snippet of the definitions it shows
     if sep == 0:
+        if merger.head_deletes:
+            return True
         if EDGE_MODE["lead"] == "keep":
             return False
         first = sk.keys[code[0]]
@@ -263,6 +279,8 @@ def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -
                               "show: it does not say whether they stay", sk.span(sep, sep))
             return True
         return False
+    if merger.tail_deletes:
+        return True
     if EDGE_MODE["tail"] == "keep":
         return False
     last = code[-1]

@@ -21,7 +21,7 @@ from specialists.apply.similarity import similarities
 if TYPE_CHECKING:
     from specialists.apply.merger import Merger
 
-__all__ = ["locate_group"]
+__all__ = ["check_replaced_imports", "locate_group"]
 
 
 def locate_group(merger: Merger, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int]:
@@ -89,6 +89,36 @@ def _check_import_rewrite(new: str, old: str, span: tuple[int, int]) -> None:
                       "module; the sketch does not say whether it replaces it", span)
 
 
+def _other_names_same_module(new: str, old: str) -> bool:
+    """Both are imports from one module, binding no name in common."""
+    a, b = _IMPORTED.match(new), _IMPORTED.match(old)
+    if a is None or b is None:
+        return False
+    return next(g for g in a.groups() if g) == next(g for g in b.groups() if g) \
+        and not _bound(new) & _bound(old)
+
+
+def _bound(line: str) -> set[str]:
+    """The names an import line binds, as words."""
+    return set(re.findall(r"\w+", _names(line))) - {"as", "import", "from", "const", "let",
+                                                     "var", "require"}
+
+
+def check_replaced_imports(merger: Merger, out: list[str]) -> None:
+    """An import placed by similarity over one from the same module that binds other names
+    (``import MAC`` over ``import WIN``) replaces it; where the merged file still uses a
+    name only the old line bound, the new line more likely goes beside it: abstain."""
+    for j, p in merger.replaced_imports:
+        gone = _bound(merger.ok[p]) - _bound(merger.sk.keys[j])
+        if not gone:
+            continue
+        used = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(gone))) + r")\b")
+        if any(used.search(line) for line in out if not _IMPORTED.match(line.strip())):
+            raise Abstain("a new import placed over one from the same module would drop a name "
+                          "the file still uses; it may go beside it",
+                          merger.sk.span(j, j))
+
+
 def _names(line: str) -> str:
     """What an import line binds: the text after ``import`` (or before ``=``/``from``)."""
     if line.startswith("from ") and " import " in line:
@@ -152,6 +182,8 @@ def _fuzzy_region(merger: Merger, js: list[int], lo: int, hi: int,
             raise Abstain("a block between two markers is similar to more than one place", span)
     for j, (_, p) in matched.items():
         _check_import_rewrite(sk.keys[j], merger.ok[p], span)
+        if _other_names_same_module(sk.keys[j], merger.ok[p]):
+            merger.replaced_imports.append((j, p))
     positions = [p for _, p in (matched[j] for j in js if j in matched)]
     if positions != sorted(positions):  # two new lines may rewrite one old line
         raise Abstain("a block between two markers matches the original out of order", span)

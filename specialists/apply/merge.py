@@ -26,13 +26,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specialists.apply import align as _align
+from specialists.apply.expansion import file_head
+from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
+from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
-                                            check_copied_edges,
+                                            check_context_split, check_copied_edges,
                                             check_insertion_reading, check_near_ties,
-                                            check_unmatched_edges, check_weak_blocks,
-                                            code_blocks, cross_check, unmatched_edge)
+                                            check_reindent_elsewhere, check_unmatched_edges,
+                                            check_weak_blocks, code_blocks, cross_check,
+                                            unmatched_edge)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
@@ -105,6 +109,40 @@ def _blank_runs_only(merger: Merger) -> frozenset[int]:
     return frozenset(found)
 
 
+def _as_file_start(merger: Merger, out: list[str],
+                   origin: list[int]) -> tuple[Merger, list[str], list[int]]:
+    """A sketch with no first marker that changes nothing with the file's head above it
+    kept (its docstring or comments, imports): a sketch that changes nothing is not sent,
+    so it starts the file (frontier models leave out the first marker there), deleting the
+    head it does not show. Read so when that changes something; else as it was."""
+    first = next((p for p in merger.sm if p >= 0), 0)
+    if first > 0 and file_head(merger.ok[:first]):
+        starts = merger.fork()
+        starts.head_deletes = True
+        starts_out, starts_origin = starts.assemble(starts.anchor())
+        if starts_out != out:
+            return starts, starts_out, starts_origin
+    return merger, out, origin
+
+
+def _as_file_end(merger: Merger, out: list[str],
+                 origin: list[int]) -> tuple[Merger, list[str], list[int]]:
+    """The mirror image of ``_as_file_start``: a sketch with no last marker that changes
+    nothing with the definitions below its last line kept ends the file, deleting them.
+    (Only where a definition opens there: with other code below, a house-style sketch that
+    lost its last marker was read so, wrongly, on the second development sample.)"""
+    last = next((p for p in reversed(merger.sm) if p >= 0), -1)
+    after = next((key for key in merger.ok[last + 1:] if key), None) if last >= 0 else None
+    if after is not None and (after.startswith("@")
+                              or definition_name(after, merger.language) is not None):
+        ends = merger.fork()
+        ends.tail_deletes = True
+        ends_out, ends_origin = ends.assemble(ends.anchor())
+        if ends_out != out:
+            return ends, ends_out, ends_origin
+    return merger, out, origin
+
+
 def _edge_as_context(merger: Merger, edge: int,
                      places: list[int]) -> tuple[Merger, list[str], list[int]]:
     """A block's edge line next to a marker left new although the original has it, once,
@@ -149,6 +187,10 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         literal_out, literal_origin = literal.assemble(literal.anchor())
         if literal_out != out:
             merger, out, origin = literal, literal_out, literal_origin
+    if out == olines.raw and sk.kinds[0] == IMPLICIT:
+        merger, out, origin = _as_file_start(merger, out, origin)
+    if out == olines.raw and sk.kinds[-1] == IMPLICIT:
+        merger, out, origin = _as_file_end(merger, out, origin)
     quiet = _blank_runs_only(merger)
     if quiet:
         # A block whose one change, read with its shorter blank runs kept, would be none: a
@@ -167,6 +209,9 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_copied_edges(merger)
     check_closed_up_context(merger)
     check_context_elsewhere(merger)
+    check_context_split(merger, origin)
+    check_replaced_imports(merger, out)
+    check_reindent_elsewhere(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:
         check_near_ties(out, merger)
     if (options.cross_check and weights is DEFAULT_WEIGHTS

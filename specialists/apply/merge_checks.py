@@ -19,8 +19,8 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines
 
-__all__ = ["check_closed_up_context", "check_context_elsewhere", "check_copied_edges",
-           "check_insertion_reading",
+__all__ = ["check_closed_up_context", "check_context_elsewhere", "check_context_split",
+           "check_copied_edges", "check_insertion_reading", "check_reindent_elsewhere",
            "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
            "cross_check", "unmatched_edge"]
 
@@ -263,6 +263,88 @@ def check_context_elsewhere(merger: Merger) -> None:
 
 
 _SLACK = 3  # lines the other place may hold besides the block's
+
+
+def check_context_split(merger: Merger, origin: list[int]) -> None:
+    """A block of context only (its lines where the original has them, in order, nothing
+    new, nothing deleted, no ``remove`` comment beside it) whose last lines, one or more
+    that are not all trivial, also stand together further on before the next anchor (or
+    whose first lines stand together further back after the previous one): read there, the
+    block keeps its other lines in place and deletes the lines between, as context around a
+    deletion does (``"github"`` / ``)`` / ``add_row(`` with the repeated row between gone).
+    A block that changes nothing is rarely written for its own sake, so the place where it
+    does nothing is no safer a guess: abstain."""
+    sk, sm, ok, pos, m = merger.sk, merger.sm, merger.ok, merger.pos, merger.m
+    kept = set(origin)
+    for start, end, text in _context_only_blocks(merger):
+        if any(b - a > sm[b] - sm[a] for a, b in zip(text, text[1:])) or any(
+                p not in kept for p in range(sm[text[0]], sm[text[-1]])):
+            continue  # it writes a blank run longer or shorter: that is its change
+        floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+        limit = next((sm[j] for j in range(end, m) if sm[j] >= 0), merger.n)
+        for s in range(1, len(text)):
+            tail, head = text[s:], text[:s]
+            if not all(weak(sk.keys[j]) for j in tail):
+                for q in pos[sk.keys[tail[0]]]:
+                    if sm[tail[0]] < q < limit and _stands_together(ok, sk.keys, tail, q, limit):
+                        raise Abstain("a block of context only whose last lines also stand "
+                                      "together further on: it may show the lines between "
+                                      "deleted", sk.span(start, end - 1))
+            if not all(weak(sk.keys[j]) for j in head):
+                for q in pos[sk.keys[head[0]]]:
+                    top = q + sm[head[-1]] - sm[head[0]]
+                    if floor < q and top < sm[head[0]] and _stands_together(
+                            ok, sk.keys, head, q, sm[head[-1]]):
+                        raise Abstain("a block of context only whose first lines also stand "
+                                      "together further back: it may show the lines between "
+                                      "deleted", sk.span(start, end - 1))
+
+
+def check_reindent_elsewhere(merger: Merger) -> None:
+    """A block that keeps a line of the original but moves it to another depth (wraps it
+    in new code), whose other kept lines, none found once in the original, also stand in
+    the same order at another place between the same anchors: there the block rewrites
+    that line instead. The cost model, not the sketch, chose between the two: abstain."""
+    sk, sm, ok, pos, m = merger.sk, merger.sm, merger.ok, merger.pos, merger.m
+    for start, end in code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j] and sm[j] >= 0]
+        moved = [j for j in text if sk.widths[j] - merger.shift != merger.owidth[sm[j]]]
+        kept = [j for j in text if j not in moved]
+        if not moved or len(kept) < 2 or any(len(pos[sk.keys[j]]) == 1 for j in kept) \
+                or all(weak(sk.keys[j]) for j in kept):
+            continue
+        floor = next((sm[j] for j in range(start - 1, -1, -1) if sm[j] >= 0), -1)
+        limit = next((sm[j] for j in range(end, m) if sm[j] >= 0), merger.n)
+        span = sm[kept[-1]] - sm[kept[0]] + 1
+        for q in pos[sk.keys[kept[0]]]:
+            if q != sm[kept[0]] and floor < q < limit and _in_order(
+                    ok, sk.keys, kept, q, min(limit, q + span + _SLACK)):
+                raise Abstain("a block that moves a kept line to another depth also fits "
+                              "elsewhere, where it would rewrite that line",
+                              sk.span(start, end - 1))
+
+
+def _in_order(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:
+    """The lines ``text`` found in order from original line q (its first) before ``stop``."""
+    p = q
+    for j in text[1:]:
+        p = next((x for x in range(p + 1, stop) if ok[x] == keys[j]), -1)
+        if p < 0:
+            return False
+    return True
+
+
+def _stands_together(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:
+    """The lines ``text`` found in order from original line q (its first), before
+    ``stop``, with only blank lines between them."""
+    p = q
+    for j in text[1:]:
+        p += 1
+        while p < stop and not ok[p]:
+            p += 1
+        if p >= stop or ok[p] != keys[j]:
+            return False
+    return True
 
 
 def _fits_with_gaps(ok: list[str], keys: list[str], text: list[int], q: int, stop: int) -> bool:

@@ -78,6 +78,12 @@ class Merger:
         self.literal_lines: frozenset[int] = frozenset()
         self.guessed_at: list[int] = []
         self.deleted_by_context = self.deleted_by_remove = 0
+        # (sketch line, original line) of each import placed by similarity over one from
+        # the same module binding other names (``floating.check_replaced_imports``).
+        self.replaced_imports: list[tuple[int, int]] = []
+        # Read a sketch that starts with no marker as starting the file (``merge``).
+        self.head_deletes = False
+        self.tail_deletes = False  # and ending it
 
     def fork(self, weights: Weights | None = None) -> Merger:
         """A fresh merger over the same original and sketch, sharing what only depends on
@@ -179,6 +185,7 @@ class Merger:
         self.deleted_by_remove = 0
         self.blank_guesses = 0
         self.guessed_at = []
+        self.replaced_imports = []
         for (ja, pa), (jb, pb) in zip(fixed, fixed[1:]):
             if jb != ja + 1 or pb != pa + 1:  # (an empty gap deletes and writes nothing)
                 check_implicit_deletion(self, ja, pa, jb, pb)
