@@ -24,6 +24,7 @@ raises ``Abstain`` with the sketch span.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from specialists.apply import align as _align
 from specialists.apply.expansion import file_head
@@ -109,6 +110,19 @@ def _blank_runs_only(merger: Merger) -> frozenset[int]:
     return frozenset(found)
 
 
+def _reread(merger: Merger, out: list[str], origin: list[int],
+            **setting: Any) -> tuple[Merger, list[str], list[int]]:
+    """Read the sketch again with one of the merger's settings changed (``setting``); that
+    reading is kept when its result differs from ``out``, else the first one stands."""
+    other = merger.fork()
+    for name, value in setting.items():
+        setattr(other, name, value)
+    other_out, other_origin = other.assemble(other.anchor())
+    if other_out != out:
+        return other, other_out, other_origin
+    return merger, out, origin
+
+
 def _as_file_start(merger: Merger, out: list[str],
                    origin: list[int]) -> tuple[Merger, list[str], list[int]]:
     """A sketch with no first marker that changes nothing with the file's head above it
@@ -117,11 +131,7 @@ def _as_file_start(merger: Merger, out: list[str],
     head it does not show. Read so when that changes something; else as it was."""
     first = next((p for p in merger.sm if p >= 0), 0)
     if first > 0 and file_head(merger.ok[:first]):
-        starts = merger.fork()
-        starts.head_deletes = True
-        starts_out, starts_origin = starts.assemble(starts.anchor())
-        if starts_out != out:
-            return starts, starts_out, starts_origin
+        return _reread(merger, out, origin, head_deletes=True)
     return merger, out, origin
 
 
@@ -135,11 +145,7 @@ def _as_file_end(merger: Merger, out: list[str],
     after = next((key for key in merger.ok[last + 1:] if key), None) if last >= 0 else None
     if after is not None and (after.startswith("@")
                               or definition_name(after, merger.language) is not None):
-        ends = merger.fork()
-        ends.tail_deletes = True
-        ends_out, ends_origin = ends.assemble(ends.anchor())
-        if ends_out != out:
-            return ends, ends_out, ends_origin
+        return _reread(merger, out, origin, tail_deletes=True)
     return merger, out, origin
 
 
@@ -182,11 +188,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     if merger.blank_guesses and out == olines.raw:
         # Read as noise, the sketch's shorter blank runs leave it changing nothing, and a
         # sketch that changes nothing is not sent: the blank lines are the edit.
-        literal = merger.fork()
-        literal.keep_short_blanks = False
-        literal_out, literal_origin = literal.assemble(literal.anchor())
-        if literal_out != out:
-            merger, out, origin = literal, literal_out, literal_origin
+        merger, out, origin = _reread(merger, out, origin, keep_short_blanks=False)
     if out == olines.raw and sk.kinds[0] == IMPLICIT:
         merger, out, origin = _as_file_start(merger, out, origin)
     if out == olines.raw and sk.kinds[-1] == IMPLICIT:
@@ -196,11 +198,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         # A block whose one change, read with its shorter blank runs kept, would be none: a
         # block is written for a change, so those blank runs are it (the whole-sketch case
         # above, per block).
-        literal = merger.fork()
-        literal.literal_lines = quiet
-        literal_out, literal_origin = literal.assemble(literal.anchor())
-        if literal_out != out:
-            merger, out, origin = literal, literal_out, literal_origin
+        merger, out, origin = _reread(merger, out, origin, literal_lines=quiet)
     check_weak_blocks(merger)
     edge = unmatched_edge(merger)
     if edge is not None:
