@@ -1177,7 +1177,8 @@ def _path_tricks(tmp: Path) -> list[tuple[str, bytes, list[bytes] | None]]:
     outside = str(tmp / "outside")
     bodies: list[tuple[str, str, dict[str, Any]]] = []
     for p in ("..", "../outside", outside, "escape-root", "proj/escape", "/", "~", "proj/..",
-              "proj/link.py", "proj/./../../outside", "\\..\\outside", "proj\x00", "//proj"):
+              "proj/link.py", "proj/./../../outside", "\\..\\outside", "proj\x00", "//proj",
+              "~no-such-user-of-complement/proj"):
         bodies.append((f"index {p!r}", "/v1/index", {"path": p}))
         bodies.append((f"retrieve repo {p!r}", "/v1/retrieve", {"query": "x", "repo": p}))
         bodies.append((f"edit repo {p!r}", "/v1/edit",

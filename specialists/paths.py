@@ -20,7 +20,7 @@ from typing import Iterable
 
 from specialists.base import ForbiddenError, NotFoundError, SpecialistError
 
-__all__ = ["check_relative", "confine", "resolve_repo", "within"]
+__all__ = ["check_relative", "confine", "expand_home", "resolve_repo", "within"]
 
 
 def within(path: Path, root: Path) -> bool:
@@ -58,6 +58,16 @@ def confine(root: Path, raw: str, *, param: str = "path", what: str = "path") ->
     return full
 
 
+def expand_home(raw: str, *, param: str = "repo", what: str = "repository") -> Path:
+    """``raw`` with a leading ``~`` or ``~user`` expanded; a ``~name`` that is no user of this
+    machine is the caller's error (``pathlib`` raises ``RuntimeError`` there)."""
+    try:
+        return Path(raw).expanduser()
+    except RuntimeError:
+        raise SpecialistError(f"{what} {raw!r} starts with '~' but no user of this machine has "
+                              "that name; give the path itself", param=param) from None
+
+
 def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
                  what: str = "repository") -> Path:
     """The directory ``raw`` names, resolved, if it lies under one of ``roots``.
@@ -75,7 +85,7 @@ def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
                              param=param)
     if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
         raise SpecialistError(f"{what} path is empty or invalid", param=param)
-    candidate = Path(raw).expanduser()
+    candidate = expand_home(raw, param=param, what=what)
     if ".." in candidate.parts:
         raise ForbiddenError(f"{what} {raw!r} contains '..'", param=param)
     if not candidate.is_absolute():

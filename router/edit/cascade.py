@@ -38,7 +38,7 @@ from router.edit.planning import (
 from router.edit.verify import ParseCheck, Verifier, invented_lines, unexplained_deletion
 from router.edit.workspace import Workspace
 from specialists.base import Specialist, SpecialistError, UnavailableError
-from specialists.paths import resolve_repo
+from specialists.paths import expand_home, resolve_repo
 
 if TYPE_CHECKING:
     from router.frontier import FrontierClient
@@ -154,7 +154,7 @@ class EditPipeline:
             return Workspace(None)
         if self.allowed_roots is not None:
             return Workspace(resolve_repo(req.repo, self.allowed_roots))
-        repo = Path(req.repo).expanduser().resolve()
+        repo = expand_home(req.repo).resolve()
         if not repo.is_dir():
             raise SpecialistError(f"repository {str(repo)!r} is not a directory", param="repo")
         return Workspace(repo)

@@ -43,6 +43,15 @@ def test_resolve_repo_holds_a_repository_to_the_roots(repo: Path, tmp_path: Path
             resolve_repo(bad, [repo])
 
 
+@pytest.mark.parametrize("raw", ["~no-such-user-of-complement/repo", "~%\x18"])
+def test_resolve_repo_answers_an_unknown_users_home_with_a_clear_error(
+        repo: Path, tmp_path: Path, raw: str) -> None:
+    # pathlib raises RuntimeError for "~name" when no user has that name (a fuzzer found
+    # POST /v1/index answering 500 for {"path": "~%\x18"})
+    with pytest.raises(SpecialistError, match="no user of this machine"):
+        resolve_repo(raw, [tmp_path])
+
+
 def test_write_is_all_or_nothing_when_a_target_cannot_be_made(repo: Path) -> None:
     (repo / "blocker").write_text("a file where a directory would go\n")
     with pytest.raises(OSError):
