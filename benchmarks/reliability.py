@@ -1178,7 +1178,7 @@ def _path_tricks(tmp: Path) -> list[tuple[str, bytes, list[bytes] | None]]:
     bodies: list[tuple[str, str, dict[str, Any]]] = []
     for p in ("..", "../outside", outside, "escape-root", "proj/escape", "/", "~", "proj/..",
               "proj/link.py", "proj/./../../outside", "\\..\\outside", "proj\x00", "//proj",
-              "~no-such-user-of-complement/proj"):
+              "~no-such-user-of-complement/proj", "proj/" + "n" * 300, "n/" * 3000):
         bodies.append((f"index {p!r}", "/v1/index", {"path": p}))
         bodies.append((f"retrieve repo {p!r}", "/v1/retrieve", {"query": "x", "repo": p}))
         bodies.append((f"edit repo {p!r}", "/v1/edit",

@@ -98,7 +98,13 @@ def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
             f"{what} {raw!r} resolves outside the allowed roots (a symlink out?)" if inside
             else f"{what} {raw!r} is outside the allowed roots "
                  f"({', '.join(map(str, allowed))})", param=param)
-    if not resolved.is_dir():
+    try:
+        is_dir = resolved.is_dir()
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        shown = raw if len(raw) <= 200 else raw[:200] + "..."
+        raise SpecialistError(f"{what} {shown!r} cannot be used: {exc.strerror or exc}",
+                              param=param) from None
+    if not is_dir:
         raise NotFoundError(f"no directory at {raw!r}", param=param)
     return resolved
 

@@ -52,6 +52,14 @@ def test_resolve_repo_answers_an_unknown_users_home_with_a_clear_error(
         resolve_repo(raw, [tmp_path])
 
 
+@pytest.mark.parametrize("raw", ["a" * 5000, "a/" * 3000, "repo/" + "b" * 300])
+def test_resolve_repo_answers_a_name_too_long_with_a_clear_error(
+        repo: Path, tmp_path: Path, raw: str) -> None:
+    # is_dir raises ENAMETOOLONG there; POST /v1/index, /v1/retrieve and /v1/edit answered 500
+    with pytest.raises(SpecialistError, match="cannot be used: File name too long"):
+        resolve_repo(raw, [tmp_path])
+
+
 def test_write_is_all_or_nothing_when_a_target_cannot_be_made(repo: Path) -> None:
     (repo / "blocker").write_text("a file where a directory would go\n")
     with pytest.raises(OSError):
