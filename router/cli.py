@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from router.errors import ConfigError
+from specialists.base import SpecialistError
 
 if TYPE_CHECKING:
     from router.config import Config
@@ -213,6 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"complement: {exc}", file=sys.stderr)
         return 2
+    except SpecialistError as exc:  # the user's input, e.g. a path that cannot be used
+        print(f"complement: {exc.message}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the machine's answer to a path or a file: say it, no traceback
+        print(f"complement: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

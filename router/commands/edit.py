@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specialists.paths import expand_home
+
 __all__ = ["register"]
 
 
@@ -42,7 +44,7 @@ def cmd_edit(args: argparse.Namespace) -> int:
     def indexing(stage: str, done: int, total: int) -> None:
         print(f"\rindexing {args.repo}: {stage} {done}/{total}", end="", file=sys.stderr)
 
-    repo = Path(args.repo).expanduser().resolve()
+    repo = expand_home(args.repo).resolve()
     extra = [shlex.split(cmd) for cmd in args.verify or []]
     verify = config.workspace.verify.model_copy(update={"timeout_s": args.verify_timeout}) \
         if args.verify_timeout else config.workspace.verify

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specialists.paths import expand_home
+
 __all__ = ["main", "register"]
 
 
@@ -48,7 +50,7 @@ def _open_index(args: argparse.Namespace, repo: Path) -> Any:
 def cmd_index(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    repo = Path(args.path).expanduser().resolve()
+    repo = expand_home(args.path, param="path", what="path").resolve()
     if not repo.is_dir():
         print(f"complement index: {args.path} is not a directory", file=sys.stderr)
         return 2
@@ -83,7 +85,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from retrieval.index import Filters
 
-    repo = Path(args.repo).expanduser().resolve()
+    repo = expand_home(args.repo).resolve()
     index = _open_index(args, repo)
     if not index.chunks:
         print(f"complement search: {repo} is not indexed; run: complement index {repo}",

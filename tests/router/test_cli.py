@@ -90,3 +90,12 @@ def test_help_lists_commands() -> None:
     assert proc.returncode == 0
     for word in ("serve", "config", "doctor"):
         assert word in proc.stdout
+
+
+def test_a_path_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    for path, code, says in (("~no-such-user-of-complement/x", 2, "no user of this machine"),
+                             (str(tmp_path / ("a" * 300)), 1, "File name too long")):
+        proc = subprocess.run([*_cli(), "index", path], cwd=REPO, env=_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == code, proc.stderr
+        assert says in proc.stderr and "Traceback" not in proc.stderr
