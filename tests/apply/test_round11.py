@@ -1,10 +1,14 @@
 """Issue 16, round 11: general readings rather than single-commit shapes. New code written
 into a run of blank lines only, glued to the line above it and followed by a shorter
-blank run, goes right under that line and keeps the original blank run below it."""
+blank run, goes right under that line and keeps the original blank run below it; and a
+sketch whose global reading has two optimal alignments that write different code
+abstains (the sketch reads two ways), where one that differs in blank lines only does
+not overrule the piecewise reading."""
 
 from __future__ import annotations
 
 from specialists.apply import apply_sketch
+from specialists.apply.merger import AMBIGUOUS
 from specialists.apply.result import ApplyOptions
 
 IMPORTS = '''"""Validators."""
@@ -59,3 +63,26 @@ def test_insertion_with_blank_lines_on_both_sides_is_read_as_written() -> None:
     assert result.applied
     assert result.merged == IMPORTS.replace(
         "attrs\n\n\n", "attrs\n\nfrom .exceptions import NotCallableError\n\n")
+
+
+# The global reading (``align``) has two optimal alignments: ``new_call()`` after the first
+# ``total = f(x)`` and its blank line, or between the second and the third. The piecewise
+# reading picks one; the sketch does not say which.
+TWO_WAYS = "log(x)\n\nx = 1\ntotal = f(x)\n\ntotal = f(x)\ntotal = f(x)\npass\ny = 2\n"
+TWO_WAYS_SKETCH = "# ...\ntotal = f(x)\n\nnew_call()\ntotal = f(x)\n# ...\n"
+
+
+def test_global_reading_with_two_optimal_codes_abstains() -> None:
+    result = apply_sketch(TWO_WAYS, TWO_WAYS_SKETCH, path="f.py")
+    assert not result.applied
+    assert result.reason == AMBIGUOUS
+
+
+def test_global_reading_two_ways_in_blank_lines_only_does_not_overrule() -> None:
+    # its two optimal alignments differ only in where a blank line goes: the piecewise
+    # reading, with its finer blank-line rules, stands
+    original = "y = 2\nreturn x\nz = f(x)\n\npass\nreturn x\n"
+    sketch = "# ...\nz = f(x)\n\nnew_call()\n# ...\n"
+    result = apply_sketch(original, sketch, path="f.py")
+    assert result.applied
+    assert result.merged == "y = 2\nreturn x\nz = f(x)\n\nnew_call()\n\npass\nreturn x\n"
