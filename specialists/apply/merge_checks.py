@@ -16,12 +16,12 @@ from specialists.apply.languages import definition_name, definitions_of
 from specialists.apply.markers import LineKind
 from specialists.apply.merger import AMBIGUOUS, Merger
 from specialists.apply.result import Abstain, ApplyOptions
-from specialists.apply.sketch_lines import SketchLines
+from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines
 
-__all__ = ["check_closed_up_context", "check_context_elsewhere", "check_context_split",
-           "check_copied_edges", "check_insertion_reading", "check_reindent_elsewhere",
-           "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
+__all__ = ["check_blank_edge_context", "check_closed_up_context", "check_context_elsewhere",
+           "check_context_split", "check_copied_edges", "check_insertion_reading",
+           "check_reindent_elsewhere", "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
            "cross_check", "unmatched_edge"]
 
 
@@ -263,6 +263,45 @@ def check_context_elsewhere(merger: Merger) -> None:
 
 
 _SLACK = 3  # lines the other place may hold besides the block's
+
+
+def check_blank_edge_context(merger: Merger, origin: list[int]) -> None:
+    """A block that changes nothing where it is placed (its lines with text the original's,
+    in order, with as many blank lines between as the original has, nothing new, no
+    ``remove`` comment beside it) whose edge next to a marker is a blank line: a block is
+    written for a change, and the one such a block can show is the lines between its last
+    line with text and a later blank line deleted (``from .globals import x`` / blank, with
+    the assignment under the import gone). Matched to the nearest blank line it changes
+    nothing; the sketch does not say which: abstain."""
+    sk, sm, ok, m = merger.sk, merger.sm, merger.ok, merger.m
+    kept = set(origin)
+    for start, end in code_blocks(merger):
+        text = [j for j in range(start, end) if sk.keys[j]]
+        if not text or any(sm[j] < 0 for j in text) or any(
+                sk.kinds[j] == LineKind.REMOVE for j in (start - 1, end) if 0 <= j < m):
+            continue
+        if any(sm[b] <= sm[a] or b - a != sm[b] - sm[a]
+               or any(ok[p] for p in range(sm[a] + 1, sm[b])) for a, b in zip(text, text[1:])):
+            continue  # it moves, deletes or adds lines, or writes a blank run shorter
+        if _ends_file(merger, start, end, text, kept):
+            continue
+        tail = end < m and sk.kinds[end] == LineKind.MARKER and not sk.keys[end - 1]
+        head = start > 0 and sk.kinds[start - 1] == LineKind.MARKER and not sk.keys[start]
+        if tail or head:
+            raise Abstain("a block that changes nothing has a blank line next to a marker: it "
+                          "may show the lines up to a later blank line deleted",
+                          sk.span(start, end - 1))
+
+
+def _ends_file(merger: Merger, start: int, end: int, text: list[int], kept: set[int]) -> bool:
+    """The block is the sketch's last (first), with no marker after (before) it, and the
+    merge deletes original lines after (before) it: it ends (starts) the file there."""
+    sk, sm = merger.sk, merger.sm
+    if end < merger.m and sk.kinds[end] == IMPLICIT and any(
+            p not in kept for p in range(sm[text[-1]], merger.n)):
+        return True
+    return start > 0 and sk.kinds[start - 1] == IMPLICIT and any(
+        p not in kept for p in range(sm[text[0]]))
 
 
 def check_context_split(merger: Merger, origin: list[int]) -> None:

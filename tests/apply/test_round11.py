@@ -3,7 +3,9 @@ into a run of blank lines only, glued to the line above it and followed by a sho
 blank run, goes right under that line and keeps the original blank run below it; and a
 sketch whose global reading has two optimal alignments that write different code
 abstains (the sketch reads two ways), where one that differs in blank lines only does
-not overrule the piecewise reading."""
+not overrule the piecewise reading; and a block that changes nothing where it is placed,
+with a blank line next to a marker, abstains (matched to a later blank line it would
+delete the lines between)."""
 
 from __future__ import annotations
 
@@ -86,3 +88,54 @@ def test_global_reading_two_ways_in_blank_lines_only_does_not_overrule() -> None
     result = apply_sketch(original, sketch, path="f.py")
     assert result.applied
     assert result.merged == "y = 2\nreturn x\nz = f(x)\n\nnew_call()\n\npass\nreturn x\n"
+
+
+UTILS = '''from ._compat import WIN
+from .globals import resolve_color_default
+
+echo_native_types = (str, bytes)
+
+
+def _posixify(name):
+    return name
+
+
+def echo(message):
+    if message is not None and not isinstance(message, echo_native_types):
+        message = str(message)
+    return message
+'''
+
+UTILS_SKETCH = '''# ...
+from .globals import resolve_color_default
+
+# ... code remains the same
+    if message is not None and not isinstance(message, (str, bytes)):
+        message = str(message)
+# ...
+'''
+
+
+def test_block_that_changes_nothing_with_a_blank_line_at_its_marker_abstains() -> None:
+    # the import and a blank line: matched to the blank line under the import, the block
+    # changes nothing; matched to the blank line under ``echo_native_types``, it deletes it
+    result = apply_sketch(UTILS, UTILS_SKETCH, path="utils.py")
+    assert not result.applied
+    assert "blank line" in result.reason
+
+
+def test_block_whose_change_is_a_shorter_blank_run_still_applies() -> None:
+    original = "from threading import local\n\n\n_local = local()\n\n\ndef f():\n    pass\n"
+    sketch = "from threading import local\n\n_local = local()\n\n# ... unchanged ...\n"
+    result = apply_sketch(original, sketch, path="globals.py")
+    assert result.applied
+    assert result.merged == original.replace("local\n\n\n_local", "local\n\n_local")
+
+
+def test_block_at_the_file_end_that_deletes_its_last_blank_line_still_applies() -> None:
+    original = ("import console\n\n\ndef render():\n    try:\n        console.hide_cursor()\n"
+                "        yield\n\n    finally:\n        console.show_cursor(True)\n\n")
+    sketch = "# ... unchanged ...\n\n    finally:\n        console.show_cursor(True)\n"
+    result = apply_sketch(original, sketch, path="live.py")
+    assert result.applied
+    assert result.merged == original[:-1]
