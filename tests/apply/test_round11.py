@@ -5,7 +5,8 @@ sketch whose global reading has two optimal alignments that write different code
 abstains (the sketch reads two ways), where one that differs in blank lines only does
 not overrule the piecewise reading; and a block that changes nothing where it is placed,
 with a blank line next to a marker, abstains (matched to a later blank line it would
-delete the lines between)."""
+delete the lines between); a new import under the file's import list of the same module
+abstains (the list counts as one line, as it does above the new import)."""
 
 from __future__ import annotations
 
@@ -139,3 +140,56 @@ def test_block_at_the_file_end_that_deletes_its_last_blank_line_still_applies() 
     result = apply_sketch(original, sketch, path="live.py")
     assert result.applied
     assert result.merged == original[:-1]
+
+
+MOCKS = '''import ssl
+import typing
+
+import h2.connection
+import h2.events
+
+from httpx import (
+    AsyncioBackend,
+    BaseReader,
+    BaseWriter,
+    Protocol,
+    Request,
+)
+
+
+class MockBackend(AsyncioBackend):
+    def __init__(self, app):
+        self.app = app
+
+    async def connect(
+        self,
+        hostname: str,
+    ) -> typing.Tuple[BaseReader, BaseWriter, Protocol]:
+        self.server = MockServer(self.app)
+        return self.server, self.server, Protocol.HTTP_2
+
+
+class MockServer:
+    pass
+'''
+
+MOCKS_SKETCH = '''# ... rest of code ...
+
+from httpx import AsyncioBackend, BaseReader, BaseWriter, Request
+
+# ... existing code ...
+        hostname: str,
+    ) -> typing.Tuple[BaseReader, BaseWriter, str]:
+        self.server = MockServer(self.app)
+        return self.server, self.server, "HTTP/2"
+
+# ... keep existing code ...
+'''
+
+
+def test_new_import_under_the_files_import_list_of_the_same_module_abstains() -> None:
+    # the one-line import rewrites the list above it, or adds a second import under it:
+    # the list counts as one line, so the two are next to each other
+    result = apply_sketch(MOCKS, MOCKS_SKETCH, path="utils.py")
+    assert not result.applied
+    assert "new import of 'httpx'" in result.reason
