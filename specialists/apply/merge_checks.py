@@ -294,11 +294,13 @@ def check_blank_edge_context(merger: Merger, origin: list[int]) -> None:
 
 
 def _ends_file(merger: Merger, start: int, end: int, text: list[int], kept: set[int]) -> bool:
-    """The block is the sketch's last (first), with no marker after (before) it, and the
-    merge deletes original lines after (before) it: it ends (starts) the file there."""
-    sk, sm = merger.sk, merger.sm
-    if end < merger.m and sk.kinds[end] == IMPLICIT and any(
-            p not in kept for p in range(sm[text[-1]], merger.n)):
+    """The block is the sketch's last (first), with no marker after (before) it, and it
+    ends (starts) the file there: the merge deletes original lines after (before) it, or
+    its last line is the file's (whose final newline the sketch writes, ``merge``)."""
+    sk, sm, ok = merger.sk, merger.sm, merger.ok
+    beyond = range(sm[text[-1]] + 1, merger.n)
+    if end < merger.m and sk.kinds[end] == IMPLICIT and (
+            any(p not in kept for p in beyond) or not any(ok[p] for p in beyond)):
         return True
     return start > 0 and sk.kinds[start - 1] == IMPLICIT and any(
         p not in kept for p in range(sm[text[0]]))
