@@ -100,6 +100,7 @@ def check_split_imports(out: list[str], origin: list[int], reach: int = 3) -> No
     (into one line, or another list), or adds a second import beside it. Which, it does not
     say when the kept list is what a marker stands for: abstain rather than leave both.
     (Single-line imports of one module side by side are a common style: not counted.)"""
+    heads: dict[int, int] | None = None
     for k, line in enumerate(out):
         if origin[k] >= 0:
             continue
@@ -107,17 +108,37 @@ def check_split_imports(out: list[str], origin: list[int], reach: int = 3) -> No
         if m is None:
             continue
         module = next(g for g in m.groups() if g)
+        if heads is None:
+            heads = _list_heads(out)
         for step in (-1, 1):
             q, seen = k + step, 0
             while 0 <= q < len(out) and seen < reach:
                 if out[q].strip():
                     seen += 1
+                    if step < 0:
+                        q = heads.get(q, q)  # an import list above counts as one line
                     other = _IMPORT_FROM.match(out[q].strip())
                     if other is not None and origin[q] >= 0 and out[q].rstrip().endswith("(") \
                             and next(g for g in other.groups() if g) == module:
                         raise Abstain(f"a new import of {module!r} next to the file's own: a "
                                       f"rewrite of it, or a second one?")
                 q += step
+
+
+def _list_heads(out: list[str]) -> dict[int, int]:
+    """For each line of a parenthesised import list (``from x import (`` ... ``)``) after
+    its first, the index of that first line."""
+    heads: dict[int, int] = {}
+    head = -1
+    for k, line in enumerate(out):
+        key = line.strip()
+        if head >= 0:
+            heads[k] = head
+            if key.startswith(")"):
+                head = -1
+        elif key.endswith("(") and _IMPORT_FROM.match(key):
+            head = k
+    return heads
 
 
 def check_redefinitions(out: list[str], origin: list[int], language: str | None) -> None:

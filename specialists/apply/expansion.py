@@ -110,6 +110,10 @@ def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str
     lead_s = 0
     while lead_s < len(new) and not keys[new[lead_s]]:
         lead_s += 1
+    if merger.keep_short_blanks and lo + lead_o == hi and lead_s < len(new):
+        new = _glued_insertion(merger, lo, hi, new, lead_s, out, origin, dry)
+        if new is None:
+            return
     if merger.keep_short_blanks and lead_o > lead_s and lo + lead_o < hi and lead_s < len(new):
         _keep(merger, lo, lo + lead_o, out, origin)
         merger.blank_guesses += not dry
@@ -130,6 +134,30 @@ def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str
     _emit_new(merger, new, out, origin)
     if keep_tail:
         _keep(merger, hi, hi + tail_o, out, origin)
+
+
+def _glued_insertion(merger: Merger, lo: int, hi: int, new: list[int], lead_s: int,
+                     out: list[str], origin: list[int], dry: bool) -> list[int] | None:
+    """New code written into a run of blank lines only (original lines lo..hi), glued to
+    the line above it (below it) and followed (preceded) by a shorter blank run: the
+    insertion goes at that edge and the blank run beyond it is the original's, which
+    the sketch wrote shorter (a dropped blank line, as ``_replace_run`` reads one at a
+    run's edge). Writes it all and returns ``None``; otherwise returns ``new`` as given."""
+    keys = merger.sk.keys
+    tail_s = 0
+    while not keys[new[len(new) - 1 - tail_s]]:
+        tail_s += 1
+    blanks = hi - lo
+    if lead_s == 0 and 0 < tail_s < blanks:
+        _emit_new(merger, new[:len(new) - tail_s], out, origin)
+        _keep(merger, lo, hi, out, origin)
+    elif tail_s == 0 and 0 < lead_s < blanks:
+        _keep(merger, lo, hi, out, origin)
+        _emit_new(merger, new[lead_s:], out, origin)
+    else:
+        return new
+    merger.blank_guesses += not dry
+    return None
 
 
 def _trim_blanks(merger: Merger, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:

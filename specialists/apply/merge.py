@@ -32,9 +32,10 @@ from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind
-from specialists.apply.merge_checks import (check_closed_up_context, check_context_elsewhere,
-                                            check_context_split, check_copied_edges,
-                                            check_insertion_reading, check_near_ties,
+from specialists.apply.merge_checks import (check_blank_edge_context, check_closed_up_context,
+                                            check_context_elsewhere, check_context_split,
+                                            check_copied_edges, check_insertion_reading,
+                                            check_near_ties,
                                             check_reindent_elsewhere, check_unmatched_edges,
                                             check_weak_blocks, code_blocks, cross_check,
                                             unmatched_edge)
@@ -208,6 +209,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     check_closed_up_context(merger)
     check_context_elsewhere(merger)
     check_context_split(merger, origin)
+    check_blank_edge_context(merger, origin)
     check_replaced_imports(merger, out)
     check_reindent_elsewhere(merger)
     if merger.searched and weights is DEFAULT_WEIGHTS:

@@ -27,7 +27,16 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import SketchLines
 from specialists.apply.text import Lines, indent_widths
 
-__all__ = ["Merger"]
+__all__ = ["AMBIGUOUS", "Merger"]
+
+# ``merge_dp``'s abstains when its earliest and latest optimal alignments give different
+# files: with different code in them, or with the same code and other blank lines.
+AMBIGUOUS = "ambiguous: the sketch reads as well in more than one place"
+AMBIGUOUS_BLANKS = "ambiguous: the sketch's blank lines read as well in more than one place"
+
+
+def _text_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.strip()]
 
 
 class Merger:
@@ -172,7 +181,9 @@ class Merger:
         if len(results) == 2 and results[0][0] != results[1][0]:
             diff = [j for j in range(self.m) if early.sm[j] != late.sm[j]]
             span = sk.span(diff[0], diff[-1]) if diff else None
-            raise Abstain("ambiguous: the sketch reads as well in more than one place", span)
+            if _text_lines(results[0][0]) == _text_lines(results[1][0]):
+                raise Abstain(AMBIGUOUS_BLANKS, span)
+            raise Abstain(AMBIGUOUS, span)
         return results[-1]
 
     def assemble(self, fixed: list[tuple[int, int]]) -> tuple[list[str], list[int]]:
