@@ -35,10 +35,9 @@ from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_blank_edge_context, check_closed_up_context,
                                             check_context_elsewhere, check_context_split,
                                             check_copied_edges, check_insertion_reading,
-                                            check_near_ties,
-                                            check_reindent_elsewhere, check_unmatched_edges,
-                                            check_weak_blocks, code_blocks, cross_check,
-                                            unmatched_edge)
+                                            check_near_ties, check_reindent_elsewhere,
+                                            check_unmatched_edges, check_weak_blocks,
+                                            code_blocks, cross_check, unmatched_edge)
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines

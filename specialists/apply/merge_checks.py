@@ -21,8 +21,8 @@ from specialists.apply.text import Lines
 
 __all__ = ["check_blank_edge_context", "check_closed_up_context", "check_context_elsewhere",
            "check_context_split", "check_copied_edges", "check_insertion_reading",
-           "check_reindent_elsewhere", "check_near_ties", "check_unmatched_edges", "check_weak_blocks", "code_blocks",
-           "cross_check", "unmatched_edge"]
+           "check_near_ties", "check_reindent_elsewhere", "check_unmatched_edges",
+           "check_weak_blocks", "code_blocks", "cross_check", "unmatched_edge"]
 
 
 def code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
