@@ -87,6 +87,8 @@ def locate_remove(merger: Merger, info: MarkerInfo, lo: int, hi: int, j: int,
             raise Abstain("the remove comment's last line occurs more than once after its "
                           "first", span)
         if ends:
+            if _alone(merger, j):
+                return _joined_blanks(merger, first, ends[0] + 1, lo, hi)
             return (first, ends[0] + 1)
         if required:
             raise Abstain("the remove comment's last line is not in the original", span)
@@ -102,6 +104,32 @@ def locate_remove(merger: Merger, info: MarkerInfo, lo: int, hi: int, j: int,
     if required:
         raise Abstain("the remove comment does not say what to remove", span)
     return None
+
+
+def _alone(merger: Merger, j: int) -> bool:
+    """Remove comment j stands between two separators (markers, remove comments or the
+    sketch's edges): no new code beside it that the blank lines around it may set apart."""
+    kinds = merger.sk.kinds
+    return all(i < 0 or i >= merger.m or kinds[i] != LineKind.CODE for i in (j - 1, j + 1))
+
+
+def _joined_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
+    """Quoted lines t0..t1 to remove, with a blank run on either side (the one below with
+    code after it before ``hi``): deleted alone, they would join the two runs into one as
+    long as both. The writer removed a block and one of the blank runs that set it apart;
+    the longer run stays (the lines removed take the shorter one after them). Only for a
+    remove comment with no new code beside it (``_alone``): new code takes the removed
+    lines' place, and the blank lines around it stay."""
+    ok = merger.ok
+    above = 0
+    while t0 - above - 1 >= lo and not ok[t0 - above - 1]:
+        above += 1
+    below = 0
+    while t1 + below < hi and not ok[t1 + below]:
+        below += 1
+    if above and below and t1 + below < hi:
+        return t0, t1 + min(above, below)
+    return t0, t1
 
 
 def _with_separating_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:

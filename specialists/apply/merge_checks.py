@@ -404,14 +404,32 @@ def _fits_with_gaps(ok: list[str], keys: list[str], text: list[int], q: int, sto
 def _check_reindent_only(merger: Merger, start: int, end: int) -> None:
     """A block of context lines only, landed where the original indents them differently:
     its one effect would be a re-indent, which a sketch writes with the code that causes it
-    (a new ``if`` around them). More likely the block belongs where the indentation agrees."""
+    (a new ``if`` around them). More likely the block belongs where the indentation agrees.
+    Unless each line moved comes out from under a header the block deletes (``_header_deleted``):
+    the deletion is the code that causes it."""
     sk, sm = merger.sk, merger.sm
     lines = [i for i in range(start, end) if sk.keys[i]]
     if not lines or any(sm[i] < 0 for i in lines):
         return
-    if any(sk.widths[i] - merger.shift != merger.owidth[sm[i]] for i in lines):
+    moved = [k for k, i in enumerate(lines) if sk.widths[i] - merger.shift != merger.owidth[sm[i]]]
+    if moved and not all(k > 0 and _header_deleted(merger, lines[k - 1], lines[k])
+                         for k in moved):
         raise Abstain("a block of unchanged lines would only change their indentation",
                       sk.span(lines[0], lines[-1]))
+
+
+def _header_deleted(merger: Merger, i: int, j: int) -> bool:
+    """Sketch lines i and j, consecutive lines with text of a block, are matched with an
+    original line between them that is not written (deleted by context), shallower than j's
+    original line and as deep as j is written: the header (``else:``, ``try:``) that j was
+    under, deleted, so j moves out of its body. The re-indent is the change the sketch makes,
+    not a sign that the block belongs elsewhere."""
+    sm, ok, owidth = merger.sm, merger.ok, merger.owidth
+    if not sm[i] < sm[j]:
+        return False
+    width = merger.sk.widths[j] - merger.shift
+    return width < owidth[sm[j]] and any(
+        ok[q] and owidth[q] == width for q in range(sm[i] + 1, sm[j]))
 
 
 def check_unmatched_edges(merger: Merger) -> None:
