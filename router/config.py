@@ -91,6 +91,22 @@ class CircuitConfig(_Strict):
 class FrontierConfig(_Strict):
     retry: RetryConfig = Field(default_factory=RetryConfig)
     circuit: CircuitConfig = Field(default_factory=CircuitConfig)
+    allowed_params: list[str] = Field(default_factory=list)
+    """Request fields passed on to providers besides the standard model parameters
+    (``router.provider_params.MODEL_PARAMS``). Fields that name a connection, credentials,
+    headers, callbacks or prices can never be listed."""
+
+    @field_validator("allowed_params")
+    @classmethod
+    def _no_connection_params(cls, names: list[str]) -> list[str]:
+        from router.provider_params import CONNECTION_PARAMS
+
+        bad = sorted(set(names) & CONNECTION_PARAMS)
+        if bad:
+            raise ValueError(f"{', '.join(bad)} may never come from a request: they say where "
+                             "or with which credentials a provider is called; set them under "
+                             "models.<name> instead")
+        return names
 
 
 class ModelConfig(_Strict):

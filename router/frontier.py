@@ -33,6 +33,7 @@ from router.errors import (
     FrontierTimeout,
     Unauthorized,
 )
+from router.provider_params import provider_params
 from router.transport import HttpTransport, ProviderError, chat_url
 
 if TYPE_CHECKING:
@@ -308,6 +309,11 @@ class FrontierClient:
         await self.http.aclose()
 
     # -- calls --------------------------------------------------------------------------
+    def _passed_on(self, params: dict[str, Any] | None) -> dict[str, Any]:
+        """What a caller's ``params`` may send to a provider: model parameters only (the API
+        refuses the rest with a 400 first; this is the second line, issue 41 F1)."""
+        return provider_params(params or {}, self.settings.allowed_params)
+
     def _kwargs(self, name: str, messages: list[dict[str, Any]], params: dict[str, Any],
                 timeout_s: float) -> dict[str, Any]:
         cfg = self.models[name]
@@ -404,8 +410,9 @@ class FrontierClient:
         ``response`` is litellm's ``ModelResponse``, or for the HTTP transport the
         provider's JSON as a dict (``message_text`` reads either)."""
         started = time.monotonic()
+        params = self._passed_on(params)
         if self.models[name].speaks_http():
-            url, key, body, headers = self._http_call(name, messages, params or {})
+            url, key, body, headers = self._http_call(name, messages, params)
 
             async def attempt(timeout_s: float) -> Any:
                 return await self.http.complete(url, key, body, timeout_s, headers)
@@ -414,7 +421,7 @@ class FrontierClient:
             self._register_prices()
 
             async def attempt(timeout_s: float) -> Any:
-                return await litellm.acompletion(**self._kwargs(name, messages, params or {},
+                return await litellm.acompletion(**self._kwargs(name, messages, params,
                                                                 timeout_s))
 
         response, attempts = await self._with_retries(name, attempt, deadline)
@@ -433,7 +440,7 @@ class FrontierClient:
         waiting for the first chunk here is what lets a fallback fire on streaming requests.
         """
         started = time.monotonic()
-        stream_params = {**(params or {}), "stream": True,
+        stream_params = {**self._passed_on(params), "stream": True,
                          "stream_options": {"include_usage": True}}
         if self.models[name].speaks_http():
             url, key, body, headers = self._http_call(name, messages, stream_params)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from router.errors import BadRequest, ComplementError, UnknownRoute
 from router.frontier import translate
+from router.provider_params import check_request_params
 from router.routing import RouteOutcome
 
 __all__ = ["ChatRequest", "router"]
@@ -108,6 +109,7 @@ async def chat_completions(request: Request) -> Response:
                            param="model")
     messages = [m.model_dump(exclude_none=True) for m in chat.messages]
     params = dict(chat.model_extra or {})
+    check_request_params(params, state.config.frontier.allowed_params)  # issue 41, F1
     wants_usage = bool((params.pop("stream_options", None) or {}).get("include_usage"))
     try:
         out = await state.router.run(chat.model, messages, params, stream=chat.stream)

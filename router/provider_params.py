@@ -1,0 +1,76 @@
+"""Which fields of a client's chat request may reach a provider: model parameters only.
+
+A chat request's extra fields used to go to ``litellm.acompletion`` as they came, and
+litellm reads some of its keyword arguments as *where and how* to call the provider: a
+client's ``api_base`` (or ``base_url``) won for any model whose config set none, and the
+server's key went with the request to whatever URL the client named (issue 41, F1). So the
+fields a client may send are an allow-list of model parameters (:data:`MODEL_PARAMS`, plus
+any an operator adds under ``frontier.allowed_params``); every other field is refused with a
+400 that names it. Fields that name a connection, a credential, headers, a callback or a
+price (:data:`CONNECTION_PARAMS`) can never be allowed, not even by the config.
+
+:func:`provider_params` is the second line: what the frontier client passes on is filtered
+again, so a caller inside the server that forgets the first check still cannot redirect.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+__all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "check_request_params", "provider_params"]
+
+MODEL_PARAMS = frozenset({
+    # OpenAI chat completions
+    "temperature", "top_p", "n", "stop", "max_tokens", "max_completion_tokens",
+    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+    "user", "seed", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+    "functions", "function_call", "reasoning_effort", "verbosity", "modalities", "audio",
+    "prediction", "service_tier", "store", "metadata", "web_search_options",
+    "stream_options",
+    # other providers' sampling and reasoning knobs, as litellm maps them
+    "top_k", "thinking",
+})
+"""Model parameters a client may send: they change what the model writes, not where the
+request goes or with which credentials."""
+
+CONNECTION_PARAMS = frozenset({
+    "api_base", "base_url", "api_key", "api_version", "api_type", "organization",
+    "headers", "extra_headers", "extra_body", "extra_query", "default_headers",
+    "custom_llm_provider", "model_list", "deployment_id", "engine", "azure_ad_token",
+    "azure_ad_token_provider", "aws_access_key_id", "aws_secret_access_key",
+    "aws_session_token", "aws_region_name", "aws_profile_name", "vertex_project",
+    "vertex_location", "vertex_credentials", "callbacks", "success_callback",
+    "failure_callback", "input_callback", "service_account_json", "client", "http_client",
+    "timeout", "request_timeout", "num_retries", "max_retries", "fallbacks",
+    "context_window_fallbacks", "mock_response", "input_cost_per_token",
+    "output_cost_per_token", "litellm_params", "litellm_logging_obj", "proxy_server_request",
+    "base_model", "ssl_verify", "model", "messages", "stream",
+})
+"""Fields that name where the provider is called, with what credentials, headers,
+callbacks, retries or prices: the server's config alone decides those."""
+
+
+def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()) -> None:
+    """Raise ``BadRequest`` naming the first field of ``params`` a client may not send."""
+    from router.errors import BadRequest
+
+    allowed = MODEL_PARAMS | set(extra_allowed)
+    for name in params:
+        if name in CONNECTION_PARAMS:
+            raise BadRequest(
+                f"field {name!r} is not accepted: it says where, or with which credentials, "
+                "headers or callbacks, the provider is called, and only the server's config "
+                "decides that (models.<name> in the config); remove it from the request",
+                param=name)
+        if name not in allowed:
+            raise BadRequest(
+                f"field {name!r} is not a model parameter this server passes on; remove it, "
+                f"or ask the operator to list it under frontier.allowed_params "
+                f"(passed on now: {', '.join(sorted(allowed))})", param=name)
+
+
+def provider_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()) -> dict[str, Any]:
+    """``params`` less every field that is not an allowed model parameter (connection fields
+    never pass, whatever the config allows)."""
+    allowed = (MODEL_PARAMS | set(extra_allowed)) - CONNECTION_PARAMS
+    return {k: v for k, v in params.items() if k in allowed}
