@@ -62,6 +62,11 @@ class ServerConfig(_Strict):
     def _keys_off_loopback(self) -> "ServerConfig":
         keys = [k for k in self.api_keys if k]
         self.api_keys = keys
+        if not self.host.strip():
+            raise ValueError(
+                "server.host is empty, which binds every interface (issue 41, F2): name the "
+                "interface: 127.0.0.1 for this machine only, or 0.0.0.0 for every interface "
+                "with API keys (COMPLEMENT_API_KEY or server.api_keys)")
         if not keys and not is_loopback(self.host):
             raise ValueError(
                 f"server.api_keys is empty but server.host is {self.host!r}: off loopback "
@@ -371,7 +376,12 @@ class Config(_Strict):
 
 
 def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
+    """Does binding ``host`` listen on loopback only? An empty host, ``0.0.0.0``, ``::`` or
+    any name but ``localhost`` is not: uvicorn binds every interface for an empty host, and
+    a name may resolve anywhere (issue 41, F2)."""
+    if not isinstance(host, str):
+        return False
+    if host.strip().lower() == "localhost" and host == host.strip():
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -401,7 +411,9 @@ def _interpolate(node: Any, path: str, env: dict[str, str], refs: dict[str, list
             return "$"
         var, default = m.group(1), m.group(2)
         refs.setdefault(path, []).append(var)
-        if var in env:
+        if env.get(var):  # as in the shell, ${VAR:-x} is x when VAR is unset *or empty*
+            return env[var]
+        if var in env and default is None:
             return env[var]
         if default is not None:
             return default
