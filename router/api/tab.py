@@ -54,7 +54,9 @@ class TabBody(BaseModel):
     session: str | None = Field(default=None, max_length=200,
                                 description="Editor/document id: a newer 'seq' cancels older pending "
                                             "requests; during a canary it keeps to one version.")
-    seq: int | None = None
+    seq: int | None = Field(default=None, ge=0, le=2**53 - 1,
+                            description="Per session, higher = newer. A lower seq after a pause"
+                                        " (options.session_restart_s) restarts the session.")
 
 
 @router.post("/v1/tab", response_model=None)

@@ -164,6 +164,17 @@ class TabOptions(SpecialistOptions):
     word boundaries and when a hunk is done, but a live editor asks on every keystroke and
     sends each as an edit, so mid-word the latest edit "looks finished" too and the rule
     would withhold the insertions of a person still typing (the LSP end-to-end test)."""
+    session_restart_s: float = Field(0.5, ge=0)
+    """A request whose ``seq`` is lower than its session's newest, arriving this long or
+    longer after the session's last request, starts the session again (an editor reloaded,
+    a document closed and reopened: its version counts from 0 again) instead of being
+    dropped as stale. A lower ``seq`` sooner than this is a request overtaken in flight and
+    is still dropped. (An answer older than ~150 ms is of no use to an editor, so no request
+    overtaken in flight is worth keeping after this long.)"""
+
+
+#: The largest ``seq`` taken: JavaScript's largest exact integer (an editor's counter).
+MAX_SEQ = 2**53 - 1
 
 
 class TabSpecialist(Specialist):
@@ -177,7 +188,8 @@ class TabSpecialist(Specialist):
                  max_queue: int = 64, workers: int = 1, processes: int = 0,
                  prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
                  rewrite_fallback: bool = True, hold_finished: bool = False,
-                 int8: bool = False, next_edit: str | None = None) -> None:
+                 int8: bool = False, next_edit: str | None = None,
+                 session_restart_s: float = 0.5) -> None:
         super().__init__()
         self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
         self.policy_path = Path(policy) if policy else self.checkpoint
@@ -200,6 +212,7 @@ class TabSpecialist(Specialist):
         self.jump_max_lines = jump_max_lines
         self.rewrite_fallback = rewrite_fallback
         self.hold_finished = hold_finished
+        self.session_restart_s = session_restart_s
         self.int8 = int8
         self.next_edit_path = next_edit
         self.next_edit: Any = None
@@ -210,14 +223,16 @@ class TabSpecialist(Specialist):
                          "log_features": log_features, "lm_cache": lm_cache,
                          "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
                          "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished,
-                         "int8": int8, "next_edit": next_edit}
+                         "int8": int8, "next_edit": next_edit,
+                         "session_restart_s": session_restart_s}
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
         self.canary: Canary | None = None
         """Replaced whole (never mutated), so a request reads it without a lock."""
         self._lock = threading.Lock()  # the policies: their draws and their swaps
-        self._latest: OrderedDict[str, int] = OrderedDict()  # session -> newest seq seen
+        # session -> (its newest seq, when its last request arrived: time.monotonic())
+        self._latest: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._seq_lock = threading.Lock()
         self._worker: Any = None  # the model worker (one queue), once started
         self._home: OrderedDict[str, int] = OrderedDict()  # session -> its worker
@@ -348,8 +363,10 @@ class TabSpecialist(Specialist):
         if not 0 <= cursor <= len(file):
             raise SpecialistError(f"'cursor' {cursor} is outside the file (0..{len(file)})")
         seq = request.get("seq")
-        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
-            raise SpecialistError("'seq' must be an integer (higher = newer, per 'session')")
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)
+                                or not 0 <= seq <= MAX_SEQ):
+            raise SpecialistError(f"'seq' must be an integer from 0 to {MAX_SEQ} (higher = "
+                                  "newer, per 'session')")
         lo = max(0, cursor - self.window_before)
         hi = min(len(file), cursor + self.window_after)
         edits = []
@@ -381,12 +398,29 @@ class TabSpecialist(Specialist):
             raise SpecialistError("'open_files' must be a list of file texts")
         return [_clean(f, 16_000) for f in files[:8]]
 
+    def _note_seq(self, session: str, seq: int) -> None:
+        """Remember ``seq`` as ``session``'s newest, unless a higher one is already in: then
+        this request was overtaken in flight, or, after a pause of ``session_restart_s``, it
+        starts the session again (a reload or a reopened document counts from 0 again; a
+        huge ``seq`` sent once cannot silence the session for good)."""
+        now = time.monotonic()
+        with self._seq_lock:
+            last = self._latest.get(session)
+            restart = last is not None and seq < last[0] and \
+                now - last[1] >= self.session_restart_s
+            newest = seq if last is None or restart else max(last[0], seq)
+            self._latest[session] = (newest, now)
+            self._latest.move_to_end(session)
+            while len(self._latest) > 10_000:
+                self._latest.popitem(last=False)
+
     def _stale(self, job: _Job) -> bool:
         """A newer request from the same session has arrived since ``job``."""
         if job.session is None or job.seq is None:
             return False
         with self._seq_lock:
-            return self._latest.get(job.session, -1) > job.seq
+            newest = self._latest.get(job.session)
+            return newest is not None and newest[0] > job.seq
 
     def _prepare(self, request: Mapping[str, Any]) -> _Job | Result:
         """Validate and window a request, note its session's newest seq; a Result when
@@ -403,11 +437,7 @@ class TabSpecialist(Specialist):
                    None if session is None or seq is None else int(seq), t0,
                    {"request_id": req.request_id, "policy_version": version}, canary=arm)
         if job.session is not None and job.seq is not None:  # the person typed on: newer wins
-            with self._seq_lock:
-                self._latest[job.session] = max(self._latest.get(job.session, -1), job.seq)
-                self._latest.move_to_end(job.session)
-                while len(self._latest) > 10_000:
-                    self._latest.popitem(last=False)
+            self._note_seq(job.session, job.seq)
         if not req.file.strip():
             return self._nothing("empty file", t0, job.meta)
         if "\x00" in req.file:
