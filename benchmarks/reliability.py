@@ -25,15 +25,26 @@ hostile     oversized and chunked bodies, invalid UTF-8, lone surrogates, deep n
             paths, symlinks out of the allowed roots, a model answer naming a path outside)
             on /v1/edit, /v1/index and /v1/apply: no 5xx, no hang, nothing written outside
             the allowed roots.
+security    issue 41's findings, one probe each (``benchmarks/security/f*.py``), each
+            against a real server of its own on loopback, configured as the finding needs:
+            a chat request pointing the provider elsewhere, keyless servers on every
+            interface, a model's answer writing or running outside the request, symlink
+            races, secrets in the default root, cross-site requests, a session silenced by
+            its seq, oversized requests, slow clients, what /readyz shows. Counts attempts,
+            leaks, writes outside the request and commands run (all must be 0), and any
+            other broken expectation.
 
-    python benchmarks/reliability.py [--quick] [--only load,faults,durability,fuzz,hostile]
+    python benchmarks/reliability.py [--quick]
+        [--only load,faults,durability,fuzz,hostile,security] [--findings F1,F3,...]
         [--engine single] [--workers 1] [--levels 1,2,4,8,16,32,64] [--seconds 4]
         [--kills 5] [--fuzz-cases 2400] [--events-url URL | --postgres]
 
 Prints a line per step on stderr, then the JSON summary as the last line of stdout:
 ``fuzz_cases``, ``fuzz_5xx``, ``fuzz_hangs``; ``faults_total``, ``faults_survived``;
 ``kills``, ``acknowledged``, ``acknowledged_lost``, ``duplicated``; ``hostile_cases``,
-``hostile_5xx``, ``hostile_hangs``, ``written_outside``; ``load`` per server engine and
+``hostile_5xx``, ``hostile_hangs``, ``written_outside``; ``security_attempts``,
+``security_leaks``, ``security_writes_outside``, ``security_commands_run``,
+``security_failures`` and ``security`` (per finding); ``load`` per server engine and
 concurrency; ``ok`` (every invariant held; the exit status is 1 when not).
 
 ``--engine`` names how the server runs (``ENGINES``): ``single`` is ``complement serve``
@@ -72,7 +83,7 @@ import httpx
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("load", "faults", "durability", "fuzz", "hostile")
+SECTIONS = ("load", "faults", "durability", "fuzz", "hostile", "security")
 TAB_P99_LIMIT_MS = 50.0
 HANG_S = 30.0
 """A request that has not finished after this long is a hang."""
@@ -1312,8 +1323,25 @@ class Context:
             admin.dispose()
 
 
-BUDGETS_S = {"load": 600, "faults": 300, "durability": 600, "fuzz": 900, "hostile": 300}
-QUICK_BUDGETS_S = {"load": 60, "faults": 120, "durability": 240, "fuzz": 60, "hostile": 120}
+def section_security(ctx: "Context") -> dict[str, Any]:
+    """Issue 41's probes; each starts its own server (in this process) for its config."""
+    sys.path.insert(0, str(REPO))
+    from benchmarks.security import PROBES, run_all
+
+    tallies = run_all(ctx.args.findings or None, progress=log)
+    per = {t.name: t.as_dict() for t in tallies}
+    return {"findings": sorted(ctx.args.findings or PROBES), "probes": per,
+            "attempts": sum(t.attempts for t in tallies),
+            "leaks": sum(t.leaks for t in tallies),
+            "writes_outside": sum(t.writes_outside for t in tallies),
+            "commands_run": sum(t.commands_run for t in tallies),
+            "failures": sum(len(t.failures) for t in tallies)}
+
+
+BUDGETS_S = {"load": 600, "faults": 300, "durability": 600, "fuzz": 900, "hostile": 300,
+             "security": 600}
+QUICK_BUDGETS_S = {"load": 60, "faults": 120, "durability": 240, "fuzz": 60, "hostile": 120,
+                   "security": 600}
 """Generous: a smoke run on a busy machine (server starts of 20 s) should still finish."""
 
 
@@ -1327,7 +1355,7 @@ def run_sections(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         server = ENGINES[args.engine](config, free_port(), tmp / "cwd", tmp / "server.log",
                                       args.workers)
         ctx = Context(args, tmp, fake, server)
-        if any(s != "durability" for s in args.only):
+        if any(s not in ("durability", "security") for s in args.only):
             log(f"starting the server ({args.engine}, {args.workers} worker(s))")
             summary["server_start_s"] = round(server.start(), 2)
         try:
@@ -1356,7 +1384,7 @@ def log_errors(path: Path) -> list[str]:
 
 SECTION_FUNCTIONS: dict[str, Callable[[Context], dict[str, Any]]] = {
     "load": section_load, "faults": section_faults, "durability": section_durability,
-    "fuzz": section_fuzz, "hostile": section_hostile}
+    "fuzz": section_fuzz, "hostile": section_hostile, "security": section_security}
 
 
 def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -1391,6 +1419,16 @@ def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         checks.append(h["hostile_5xx"] == 0 and h["hostile_hangs"] == 0
                       and h["hostile_unexpected"] == 0 and h["written_outside"] == 0
                       and h["server_alive_after"])
+    if "security" in summary:
+        sec = summary["security"]
+        out.update(security_attempts=sec["attempts"], security_leaks=sec["leaks"],
+                   security_writes_outside=sec["writes_outside"],
+                   security_commands_run=sec["commands_run"],
+                   security_failures=sec["failures"],
+                   security={name: {k: v for k, v in p.items() if k != "name"}
+                             for name, p in sec["probes"].items()})
+        checks.append(sec["leaks"] == 0 and sec["writes_outside"] == 0
+                      and sec["commands_run"] == 0 and sec["failures"] == 0)
     if "load" in summary:  # keyed by server kind: the engine, and its processes if several
         unit = "tab-replicas" if args.engine == "ray" else "workers"
         kind = args.engine if args.workers == 1 else f"{args.engine}-{args.workers}-{unit}"
@@ -1416,6 +1454,17 @@ def _csv(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
             raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(choices)}")
         return names
     return parse
+
+
+def _findings(text: str) -> list[str]:
+    sys.path.insert(0, str(REPO))
+    from benchmarks.security import PROBES
+
+    names = [x.strip().upper() for x in text.split(",") if x.strip()]
+    unknown = [n for n in names if n not in PROBES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: choose from {','.join(PROBES)}")
+    return names
 
 
 def _levels(text: str) -> list[int]:
@@ -1448,6 +1497,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tab-max-batch", type=int, metavar="N",
                         help="Tab's max_batch option (default: the specialist's; 1 turns "
                         "batching off)")
+    parser.add_argument("--findings", type=_findings, default=[],
+                        help="security: the findings to probe, comma-separated (default "
+                        "all: the keys of benchmarks/security PROBES, e.g. F1,F2)")
     parser.add_argument("--kills", type=int, help="durability: SIGKILLs (default 5; quick 3)")
     parser.add_argument("--fuzz-cases", type=int, help="fuzz: cases in all (default 2400; "
                         "quick 150)")

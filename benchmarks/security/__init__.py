@@ -16,7 +16,11 @@ from benchmarks.security.common import Tally
 __all__ = ["PROBES", "run_all"]
 
 #: finding -> module under benchmarks.security with ``probe(tmp: Path) -> Tally``
-PROBES: dict[str, str] = {}
+PROBES: dict[str, str] = {
+    "F1": "f1_provider_redirect",
+    "F2": "f2_empty_host",
+    "F8": "f8_session_seq",
+}
 
 
 def run_all(only: list[str] | None = None,
