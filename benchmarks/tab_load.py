@@ -124,6 +124,11 @@ class Stats:
     """One row per answered request (``--trace``): when, whose, client and server latency."""
 
 
+RUN_ID = os.urandom(4).hex()
+"""In every request id and session: a second run against the same ``--url`` reuses none
+(the server answers 409 to a request id it has seen)."""
+
+
 class Editor:
     """One person typing in one document: a session with its own ``seq``."""
 
@@ -168,7 +173,7 @@ class Editor:
     def _ready(self, body: dict[str, Any]) -> None:
         self.seq += 1
         body = {**body, "session": self.name, "seq": self.seq,
-                "request_id": f"{self.name}:{self.seq}"}
+                "request_id": f"{RUN_ID}:{self.name}:{self.seq}"}
         busy = self.current is not None and not self.current.done()
         if busy and (time.perf_counter() - self.sent_at) * 1000 < self.typing.abandon_ms:
             if self.pending is not None:
