@@ -87,7 +87,9 @@ def keystrokes(pair: Any, rng: random.Random, typing: Typing, max_recent: int = 
 
     file, recent = pair.before, list[dict[str, Any]]()
     for h in hunks_of(pair.before, pair.after):
-        yield rng.uniform(*typing.pause_ms) / 1000, _body(pair, file, h.start, recent, max_recent)
+        first = _body(pair, file, h.start, recent, max_recent)
+        first["_meta"]["kind"] = "cold"  # the cursor jumped here: a prompt not seen before
+        yield rng.uniform(*typing.pause_ms) / 1000, first
         if h.old:  # one keystroke deletes what goes
             file = file[: h.start] + file[h.start + len(h.old) :]
             now = recent + [{"old": h.old, "new": "", "offset": h.start}]
@@ -101,8 +103,18 @@ def keystrokes(pair: Any, rng: random.Random, typing: Typing, max_recent: int = 
 
 def _body(pair: Any, file: str, cursor: int, edits: list[dict[str, Any]], max_recent: int
           ) -> dict[str, Any]:
+    """A request body; ``_meta`` (not sent) says what the report groups it by."""
     return {"file": file, "cursor": cursor, "language": pair.language, "path": pair.path,
-            "recent_edits": edits[-max_recent:]}
+            "recent_edits": edits[-max_recent:],
+            "_meta": {"project": pair.repo, "lines": file.count("\n") + 1, "kind": "warm"}}
+
+
+BUCKETS = ((200, "<200"), (1_000, "200-1000"), (5_000, "1000-5000"), (math.inf, ">=5000"))
+"""File sizes in lines, as the report groups requests."""
+
+
+def bucket(lines: int) -> str:
+    return next(name for bound, name in BUCKETS if lines < bound)
 
 
 @dataclass
@@ -122,6 +134,12 @@ class Stats:
     error_kinds: Counter[str] = field(default_factory=Counter)
     trace: list[dict[str, Any]] = field(default_factory=list)
     """One row per answered request (``--trace``): when, whose, client and server latency."""
+    groups: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
+    """(project, size bucket, cold or warm) -> latencies, as ``latencies``."""
+
+    def add(self, meta: dict[str, Any], ms: float) -> None:
+        key = (meta["project"], bucket(meta["lines"]), meta["kind"])
+        self.groups.setdefault(key, []).append(ms)
 
 
 RUN_ID = os.urandom(4).hex()
@@ -172,7 +190,7 @@ class Editor:
 
     def _ready(self, body: dict[str, Any]) -> None:
         self.seq += 1
-        body = {**body, "session": self.name, "seq": self.seq,
+        body = {**body, "session": f"{RUN_ID}:{self.name}", "seq": self.seq,
                 "request_id": f"{RUN_ID}:{self.name}:{self.seq}"}
         busy = self.current is not None and not self.current.done()
         if busy and (time.perf_counter() - self.sent_at) * 1000 < self.typing.abandon_ms:
@@ -190,6 +208,8 @@ class Editor:
         self._send(body)
 
     def _send(self, body: dict[str, Any]) -> None:
+        body = dict(body)
+        meta = body.pop("_meta")
         loop = asyncio.get_running_loop()
         now = loop.time()
         if self.last_answer is not None:
@@ -197,9 +217,9 @@ class Editor:
             body["last_outcome"] = self.last_outcome
         self.sent_at = time.perf_counter()
         self.stats.sent += 1
-        self.current = asyncio.ensure_future(self._post(body, self.sent_at))
+        self.current = asyncio.ensure_future(self._post(body, self.sent_at, meta))
 
-    async def _post(self, body: dict[str, Any], sent_at: float) -> None:
+    async def _post(self, body: dict[str, Any], sent_at: float, meta: dict[str, Any]) -> None:
         task = asyncio.current_task()
         try:
             async with self.http.post(self.url, json=body) as r:
@@ -211,7 +231,7 @@ class Editor:
             self.stats.error_kinds[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
         ms = (time.perf_counter() - sent_at) * 1000
         abandoned = task is not self.current
-        self._record(answer, ms, abandoned)
+        self._record(answer, ms, abandoned, meta)
         if abandoned:
             return
         self.last_answer = asyncio.get_running_loop().time()
@@ -221,7 +241,8 @@ class Editor:
             body, self.pending = self.pending, None
             self._send(body)
 
-    def _record(self, answer: dict[str, Any] | None, ms: float, abandoned: bool) -> None:
+    def _record(self, answer: dict[str, Any] | None, ms: float, abandoned: bool,
+                meta: dict[str, Any]) -> None:
         s = self.stats
         if answer is None:
             s.errors += 1
@@ -234,6 +255,7 @@ class Editor:
         ok = answer is not None and not answer.get("cancelled") and \
             "overloaded" not in str(answer.get("reason") or "")
         s.latencies.append(ms if ok and not abandoned else MISS)
+        s.add(meta, s.latencies[-1])
         s.trace.append({"t": round(time.monotonic(), 4), "editor": self.name, "ms": round(ms, 2),
                         "server_ms": (answer or {}).get("latency_ms"), "abandoned": abandoned,
                         "reason": (answer or {}).get("reason")})
@@ -267,6 +289,63 @@ async def run_editors(url: str, pairs: list[Any], n: int, seconds: float, typing
     for kind, count in stats.error_kinds.most_common(5):
         print(f"  {count} x {kind}", file=sys.stderr)
     return stats
+
+
+def opens(url: str, pairs: list[Any], per_project: int, seed: int) -> Stats:
+    """Files just opened: per project, ``per_project`` requests one at a time, each with no
+    session, at a random place of a random file (its ``after`` state) taken from each size
+    bucket in turn, so no cache of the server's holds its prompt (a jump, a paste, a file
+    opened). Latency from sending to reading the answer, on one kept-alive connection."""
+    import httpx
+
+    rng = random.Random(seed)
+    stats = Stats()
+    by_project: dict[str, dict[str, list[Any]]] = {}
+    for pair in pairs:
+        sized = by_project.setdefault(pair.repo, {})
+        sized.setdefault(bucket(pair.after.count("\n") + 1), []).append(pair)
+    with httpx.Client(timeout=30) as client:
+        for project, sized in sorted(by_project.items()):
+            names = sorted(sized)
+            for i in range(per_project):
+                pair = rng.choice(sized[names[i % len(names)]])
+                body = _body(pair, pair.after, rng.randrange(len(pair.after) + 1), [], 0)
+                meta = body.pop("_meta")
+                meta["kind"] = "open"
+                body["request_id"] = f"{RUN_ID}:open:{project}:{i}"
+                t0 = time.perf_counter()
+                try:
+                    r = client.post(url + "/v1/tab", json=body)
+                    answer = r.json() if r.status_code == 200 else None
+                except (httpx.HTTPError, ValueError) as exc:
+                    answer = None
+                    stats.error_kinds[f"{type(exc).__name__}: {str(exc)[:120]}"] += 1
+                ms = (time.perf_counter() - t0) * 1000
+                stats.sent += 1
+                stats.latencies.append(ms if answer is not None else MISS)
+                stats.errors += answer is None
+                stats.add(meta, stats.latencies[-1])
+    return stats
+
+
+def group_rows(stats: Stats) -> list[dict[str, Any]]:
+    """One row per (project, size bucket, kind), and per (all projects, bucket, kind)."""
+    merged: dict[tuple[str, str, str], list[float]] = {}
+    for (project, size, kind), values in stats.groups.items():
+        merged.setdefault((project, size, kind), []).extend(values)
+        merged.setdefault(("all", size, kind), []).extend(values)
+    order = {name: i for i, (_, name) in enumerate(BUCKETS)}
+    rows = []
+    for (project, size, kind), lat in sorted(merged.items(), key=lambda kv: (
+            kv[0][0] != "all", kv[0][0], kv[0][2], order[kv[0][1]])):
+        rows.append({"project": project, "bucket": size, "kind": kind, "n": len(lat),
+                     "p50_ms": _r2(pct(lat, 0.5)), "p99_ms": _r2(pct(lat, 0.99)),
+                     "within_50ms": round(sum(1 for x in lat if x <= 50.0) / len(lat), 4)})
+    return rows
+
+
+def _r2(x: float) -> float | None:
+    return round(x, 2) if math.isfinite(x) else None  # JSON has no infinity
 
 
 # -- the server -----------------------------------------------------------------------
@@ -360,9 +439,7 @@ def summarise(n: int, stats: Stats, seconds: float, server_cpu: float, client_cp
     served = [x for x in lat if x != MISS]
     within = sum(1 for x in served if x <= 50.0)
 
-    def r2(x: float) -> float | None:
-        return round(x, 2) if math.isfinite(x) else None  # JSON has no infinity
-
+    r2 = _r2
     return {"editors": n, "keystrokes": stats.keystrokes, "sent": stats.sent,
             "answered": len(served), "dropped": stats.dropped, "debounced": stats.debounced,
             "abandoned": stats.abandoned, "cancelled": stats.cancelled,
@@ -373,7 +450,7 @@ def summarise(n: int, stats: Stats, seconds: float, server_cpu: float, client_cp
             "answered_per_s": round(len(served) / seconds, 1),
             "server_cpu_ms_per_answer": round(server_cpu * 1000 / max(1, len(served)), 2),
             "server_cores": round(server_cpu / seconds, 2),
-            "client_cores": round(client_cpu / seconds, 2)}
+            "client_cores": round(client_cpu / seconds, 2), "groups": group_rows(stats)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -408,6 +485,9 @@ def main() -> int:
                     help="histories the editors replay (a split name or comma-separated NAMEs of "
                          "DATA/NAME.jsonl.gz)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--opens", type=int, default=40, metavar="N",
+                    help="files just opened: N requests per project, one at a time, with no "
+                         "session, before the editors type (default 40; 0: none)")
     ap.add_argument("--trace", default=None, help="write every request's timing here (JSON lines)")
     ap.add_argument("--server-log", default=None, help="file for the server's output")
     a = ap.parse_args()
@@ -424,6 +504,7 @@ def main() -> int:
         proc, url = (None, a.url.rstrip("/")) if a.url else start_server(a.config, tmp, log, a.server_workers)
         try:
             pid = proc.pid if proc is not None else a.pid
+            opened = group_rows(opens(url, pairs, a.opens, a.seed)) if a.opens > 0 else []
             rows = [measure(url, pairs, n, a.seconds, typing, a.seed, pid, a.trace) for n in counts]
             if a.server_workers > 1:  # /readyz answers from one process: its counters are half
                 for row in rows:
@@ -433,7 +514,7 @@ def main() -> int:
             if proc is not None:
                 proc.terminate()
                 proc.wait(timeout=30)
-    report(rows, a.seconds, typing, load_before)
+    report(rows, a.seconds, typing, load_before, opened, sorted({p.repo for p in pairs}))
     return 0
 
 
@@ -457,15 +538,37 @@ def measure(url: str, pairs: list[Any], n: int, seconds: float, typing: Typing, 
     return row
 
 
-def report(rows: list[dict[str, Any]], seconds: float, typing: Typing, load_before: list[float]
+def group_table(rows: list[dict[str, Any]]) -> str:
+    cols = ["project", "bucket", "kind", "n", "p50_ms", "p99_ms", "within_50ms"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    lines += ["| " + " | ".join("inf" if r.get(c) is None else str(r[c]) for c in cols) + " |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]], seconds: float, typing: Typing, load_before: list[float],
+           opened: list[dict[str, Any]] | None = None, projects: list[str] | None = None
            ) -> None:
-    """The table, then the JSON summary as the last line."""
+    """The tables, then the JSON summary as the last line."""
     machine = f"{platform.machine()}, {os.cpu_count()} cores, no GPU"
+    if opened:
+        print(f"Files just opened (one request at a time, no session), by file size in lines "
+              f"({machine}):")
+        print(group_table(opened))
     print(f"Tab under concurrency, {seconds:g} s per editor count, through HTTP ({machine}; "
           f"load average {load_before} before the run):")
     print(table(rows))
+    for r in rows:  # cold: the first keystroke where the cursor jumped; warm: typing on
+        print(f"{r['editors']} editor(s), by file size in lines: cold = the first keystroke "
+              "after the cursor moved, warm = the keystrokes after it")
+        print(group_table(r["groups"]))
     summary: dict[str, Any] = {"seconds": seconds, "typing": typing.__dict__,
-                               "load_average_before": load_before, "machine": machine}
+                               "load_average_before": load_before, "machine": machine,
+                               "projects": projects or []}
+    for g in opened or []:
+        if g["project"] == "all":
+            summary[f"open_p99_ms_{g['bucket']}"] = g["p99_ms"]
+            summary[f"open_within_50ms_{g['bucket']}"] = g["within_50ms"]
     base = rows[0]["p50_ms"] if rows and rows[0]["editors"] == 1 else None
     for r in rows:
         n = r["editors"]
@@ -473,6 +576,10 @@ def report(rows: list[dict[str, Any]], seconds: float, typing: Typing, load_befo
                     "abandoned", "cancelled", "overloaded", "answered_per_s", "worker_busy",
                     "mean_batch", "other_cores", "load_average"):
             summary[f"tab_{key}_e{n}"] = r.get(key)
+        for g in r["groups"]:
+            if g["project"] == "all":
+                summary[f"tab_{g['kind']}_p99_ms_{g['bucket']}_e{n}"] = g["p99_ms"]
+                summary[f"tab_{g['kind']}_within_50ms_{g['bucket']}_e{n}"] = g["within_50ms"]
         if base and r["p99_ms"] is not None:  # the same-run baseline: one editor's median
             summary[f"tab_p99_over_e1_p50_e{n}"] = round(r["p99_ms"] / base, 2)
         other = r.get("other_cores")
