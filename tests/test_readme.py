@@ -95,10 +95,12 @@ def test_readme_block_runs(server: tuple[str, dict[str, str]], lang: str, code: 
     assert '"error"' not in done.stdout or "showed no suggestion" in done.stdout, done.stdout
 
 
-def _fenced(lang: str) -> list[tuple[str, int]]:
-    """The README's fenced blocks whose info string is ``lang`` ("" for plain ones)."""
+def _fenced(lang: str, text: str | None = None) -> list[tuple[str, int]]:
+    """The README's (or ``text``'s) fenced blocks whose info string is ``lang`` ("" for
+    plain ones)."""
     out, current, start, body = [], None, 0, []  # type: ignore[var-annotated]
-    for number, line in enumerate((REPO / "README.md").read_text().splitlines(), 1):
+    text = (REPO / "README.md").read_text() if text is None else text
+    for number, line in enumerate(text.splitlines(), 1):
         if current is None and line.startswith("```"):
             current, start, body = line[3:].strip(), number, []
         elif current is not None and line.strip() == "```":
@@ -142,3 +144,25 @@ def test_readme_command_list_names_real_commands() -> None:
     listed = [ln.split()[1] for code, _ in _fenced("") for ln in code.splitlines()
               if ln.startswith("complement ")]
     assert listed and set(listed) <= known, set(listed) - known
+
+
+def test_the_first_tab_example_answers_as_documented(server: tuple[str, dict[str, str]]) -> None:
+    """The README's first Tab request, sent as written, gives the documented suggestion
+    (about seven times in ten: the policy samples), and nothing else is ever shown."""
+    text = (REPO / "README.md").read_text()
+    first = text[text.index("## The first ten minutes"):]
+    curl = next(code for code, _ in _fenced("bash", first) if "/v1/tab" in code)
+    request = json.loads(curl.split("-d '", 1)[1].split("'", 1)[0])
+    documented = json.loads(next(code for code, _ in _fenced("json", first)).replace(
+        '"5549…"', '"x"'))
+    base, _ = server
+    answers = [httpx.post(f"{base}/v1/tab", json=request, timeout=30).json() for _ in range(30)]
+    shown = [a["suggestion"] for a in answers if a["suggestion"] is not None]
+    assert shown and all(s == documented["suggestion"] for s in shown), shown
+    assert 0.4 <= len(shown) / len(answers) <= 0.95, len(shown)
+    assert all(a["reason"] == "policy chose not to show" for a in answers if not a["suggestion"])
+    assert {a["policy_version"] for a in answers} == {documented["policy_version"]}
+    why = httpx.post(f"{base}/v1/tab", json={**request, "explain": True}, timeout=30).json()
+    assert why["explain"]["n_candidates"] >= 1
+    assert any(t["shows"] and t["shows"]["text"] == "urn" for t in why["explain"]["top_actions"])
+

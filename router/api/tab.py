@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+
+import orjson
 from typing import Any, Literal, Union
 
 from fastapi import APIRouter, Depends, Request
@@ -54,6 +56,10 @@ class TabBody(BaseModel):
     session: str | None = Field(default=None, max_length=200,
                                 description="Editor/document id: a newer 'seq' cancels older pending "
                                             "requests; during a canary it keeps to one version.")
+    explain: bool = Field(default=False,
+                          description="Also answer why: the candidates weighed, the policy's most "
+                                      "likely actions with their probabilities, its version, and "
+                                      "the rule that decided, if one did.")
     seq: int | None = Field(default=None, ge=0, le=2**53 - 1,
                             description="Per session, higher = newer. A lower seq after a pause"
                                         " (options.session_restart_s) restarts the session.")
@@ -108,7 +114,7 @@ class TabFastLane:
             await _render(scope, request, exc, send)
             return
         try:
-            body = TabBody.model_validate(json.loads(raw)) if raw else None
+            body = TabBody.model_validate(orjson.loads(raw)) if raw else None
         except (ValueError, RecursionError):  # not JSON, or not a TabBody (ValidationError)
             body = None
         if body is None:  # FastAPI reads the same bytes and says what is wrong
@@ -197,6 +203,7 @@ def tab_response(result: Any) -> dict[str, Any]:
         "cancelled": bool(meta.get("cancelled", False)),
         "confidence": result.confidence,
         "logprob": meta.get("logprob"),
+        **({"explain": meta["explain"]} if "explain" in meta else {}),
     }
 
 

@@ -22,7 +22,7 @@ version, the behaviour policy the one that logged the sample).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,6 +32,8 @@ from specialists.tab.replay import Suggestion
 __all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "PPOConfig", "OffPolicyError", "OPTIMIZER_FILE"]
 
 OPTIMIZER_FILE = "optimizer.pt"
+TOP_ACTIONS = 5
+"""How many of the most likely actions an :class:`Action` keeps in ``top``."""
 """Beside ``policy.safetensors``: the Adam state an update leaves for the next version's."""
 
 
@@ -48,6 +50,9 @@ class Action:
     suggestion: Suggestion | None = None
     value: float = 0.0
     prob_show: float = 0.0
+    top: list[tuple[int, float]] = field(default_factory=list)
+    """The most likely actions (index as ``index``, probability), most likely first:
+    what a request that asks why (``explain``) is told the policy weighed."""
 
     @property
     def shown(self) -> bool:
@@ -236,9 +241,11 @@ class TabPolicy:
             else:
                 idx = int(np.argmax(logp))
             sug = obs.suggestion(idx - 1) if idx > 0 else None
+            probs = np.exp(logp)
+            top = [(int(i), round(float(probs[i]), 4)) for i in np.argsort(-probs)[:TOP_ACTIONS]]
             out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
                               suggestion=sug, value=float(value[b]),
-                              prob_show=float(1.0 - np.exp(logp[0]))))
+                              prob_show=float(1.0 - probs[0]), top=top))
         return out
 
     def logprobs(self, obs_list: Sequence[Observation], indices: Sequence[int]) -> list[float]:

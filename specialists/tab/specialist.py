@@ -99,6 +99,8 @@ class _Job:
     meta: dict[str, Any]
     canary: bool = False
     """Drawn by the canary's policy (if one still runs when the batch is decided)."""
+    explain: bool = False
+    """The request asked why: the answer's meta carries ``explain`` (:meth:`_explain`)."""
 
 
 def _int(value: Any) -> int:
@@ -435,7 +437,8 @@ class TabSpecialist(Specialist):
         version = canary.version if arm and canary is not None else self.policy.version
         job = _Job(req, offset, open_files, None if session is None or seq is None else str(session),
                    None if session is None or seq is None else int(seq), t0,
-                   {"request_id": req.request_id, "policy_version": version}, canary=arm)
+                   {"request_id": req.request_id, "policy_version": version}, canary=arm,
+                   explain=bool(request.get("explain")))
         if job.session is not None and job.seq is not None:  # the person typed on: newer wins
             self._note_seq(job.session, job.seq)
         if not req.file.strip():
@@ -579,6 +582,8 @@ class TabSpecialist(Specialist):
                                       self.rewrite_fallback, self.hold_finished, self.next_edit)
         if rule is not None:
             meta["rule"] = rule
+        if job.explain:
+            meta["explain"] = self._explain(obs, action, rule, job.offset)
         if s is None:
             reason = "held back: the edit looks finished" if rule == "held" else "policy chose not to show"
             return self._nothing(reason, job.t0, meta)
@@ -594,6 +599,28 @@ class TabSpecialist(Specialist):
         # a rule's answer has no probability of its own: the policy's was for another choice
         return Result(output=out, confidence=round(action.prob_show, 4) if rule is None else None,
                       meta=meta)
+
+    def _explain(self, obs: Any, action: Any, rule: str | None, offset: int) -> dict[str, Any]:
+        """Why this answer: the candidates the policy weighed, its most likely actions with
+        their probabilities, whether it sampled, and which rule (if any) decided instead —
+        so "nothing good to say" (every candidate unlikely) reads apart from "the policy is
+        off" (a likely candidate not drawn, or no candidate at all)."""
+        actions = []
+        for index, prob in action.top:
+            if index == 0:
+                actions.append({"action": 0, "shows": None, "probability": prob})
+                continue
+            sug = obs.suggestion(index - 1)
+            cand = obs.candidates[int(obs.rows[index - 1][0])]
+            actions.append({"action": index, "probability": prob, "source": cand.source,
+                            "shows": {"start": sug.start + offset, "end": sug.end + offset,
+                                      "text": sug.text}})
+        return {"policy_version": action.version, "sampled": bool(self.sample),
+                "chosen": action.index, "prob_show": round(action.prob_show, 4),
+                "candidates": [{"text": c.text[:200], "source": c.source,
+                                "rewrite": bool(c.is_rewrite)} for c in obs.candidates[:16]],
+                "n_candidates": len(obs.candidates), "n_actions": 1 + len(obs.rows),
+                "top_actions": actions, "rule": rule}
 
     @staticmethod
     def _nothing(reason: str, t0: float, meta: dict[str, Any], **extra: Any) -> Result:
