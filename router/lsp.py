@@ -4,8 +4,10 @@ A stdio language server (pygls) with:
 
 * ``textDocument/inlineCompletion`` (LSP 3.18): the Tab specialist's suggestion for the
   document, the cursor and the recent edits (tracked from ``didChange``), as ghost text.
-  The document's URI is the Tab ``session`` and its version the ``seq``, so a request made
-  stale by typing is cancelled by the specialist; ``$/cancelRequest`` cancels it here.
+  The document's URI, with how many times it was opened, is the Tab ``session`` and its
+  version the ``seq``, so a request made stale by typing is cancelled by the specialist;
+  ``$/cancelRequest`` cancels it here. A document closed and opened again (its version
+  counts again from where the editor starts it) is a new session, so Tab answers at once.
 * feedback: accepting runs the item's command (``complement.accept``), which posts
   ``accepted``; a shown suggestion the next change does not take is posted ``rejected``.
 * a code action, "Apply sketch from selection": the selected text is a lazy sketch of the
@@ -21,6 +23,7 @@ as the server's would).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -126,6 +129,8 @@ class _Shown:
 @dataclass
 class _Doc:
     text: str
+    session: str = ""
+    """The Tab session: the URI and which opening of it (``uri#N``)."""
     edits: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EDITS))
     shown: _Shown | None = None
 
@@ -154,6 +159,7 @@ def build_server(backend: Backend) -> LanguageServer:
     """The pygls server over ``backend`` (not started: ``server.start_io()``)."""
     server = LanguageServer("complement", "0.1.0")
     docs: dict[str, _Doc] = {}
+    openings = itertools.count(1)
 
     def language_of(uri: str) -> str:
         from specialists.apply import language_for_path
@@ -162,7 +168,8 @@ def build_server(backend: Backend) -> LanguageServer:
 
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: t.DidOpenTextDocumentParams) -> None:
-        docs[params.text_document.uri] = _Doc(params.text_document.text)
+        uri = params.text_document.uri
+        docs[uri] = _Doc(params.text_document.text, session=f"{uri}#{next(openings)}")
 
     @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: t.DidCloseTextDocumentParams) -> None:
@@ -191,7 +198,8 @@ def build_server(backend: Backend) -> LanguageServer:
         text = document.source
         doc = docs.setdefault(uri, _Doc(text))
         payload = {"file": text, "cursor": document.offset_at_position(params.position),
-                   "language": language_of(uri), "path": uri, "session": uri,
+                   "language": language_of(uri), "path": uri,
+                   "session": doc.session or f"{uri}#0",
                    "seq": document.version or 0, "recent_edits": list(doc.edits)}
         answer = await asyncio.get_running_loop().run_in_executor(None, backend.suggest,
                                                                   payload)

@@ -194,3 +194,32 @@ def test_lsp_against_a_running_server_sends_feedback_there(tmp_path: Path) -> No
         accepted = [e for e in app.state.events.labelled(str(_deployed(tmp_path)))
                     if e.request_id == request_id]
     assert accepted and accepted[0].outcome == "accepted"
+
+
+def test_lsp_a_reopened_document_gets_suggestions_again(tmp_path: Path) -> None:
+    """Issue 34: an LSP client that closes and reopens a document counts its version from
+    the start again; every request after the reopen was answered 'cancelled' until the
+    version passed the old one, so Tab went silent in that file. Now each opening is a
+    session of its own."""
+    config = _config(tmp_path)
+
+    async def session() -> t.InlineCompletionItem | None:
+        client = await _client(config)
+        try:
+            client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=URI, language_id="python", version=1, text=TYPED[:20])))
+            _change(client, 5000, TYPED[:40])  # a long editing session: a high version
+            await _ask(client, TYPED[:40])
+            client.text_document_did_close(t.DidCloseTextDocumentParams(
+                text_document=t.TextDocumentIdentifier(uri=URI)))
+            client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=URI, language_id="python", version=1, text=TYPED[:20])))
+            item, _, _ = await _type_until_suggested(client, 20, 1)  # versions 2, 3, ...
+            return item
+        finally:
+            await client.shutdown_async(None)
+            client.exit(None)
+            await client.stop()
+
+    assert asyncio.run(asyncio.wait_for(session(), 240)) is not None, \
+        "no suggestion after the document was reopened"
