@@ -29,8 +29,12 @@ const ghostField = CM.StateField.define({
     : CM.Decoration.none),
 });
 
-const tabState = {seq: 0, timer: null, typedAt: 0, latencies: [], shown: 0, accepted: 0};
-window.complementTab = tabState;  // read by the browser test: latencies, counts
+// One Tab session per page load: a reload (whose seq counts from 1 again) or a second tab
+// is a session of its own, so neither is answered "cancelled" because of the other.
+const tabSession = "playground-" + Math.random().toString(36).slice(2) + Date.now().toString(36);
+const tabState = {seq: 0, answeredSeq: 0, timer: null, typedAt: 0, latencies: [], shown: 0,
+                  accepted: 0, session: tabSession};
+window.complementTab = tabState;  // read by the browser test: latencies, counts, answeredSeq
 
 function feedback(id, outcome, chars) {
   const body = {request_id: id, outcome};
@@ -40,10 +44,18 @@ function feedback(id, outcome, chars) {
 
 async function suggest(view) {
   const seq = ++tabState.seq;
+  try {
+    await suggestFor(view, seq);
+  } finally {  // this request's answer is handled (shown, dropped or an error)
+    tabState.answeredSeq = Math.max(tabState.answeredSeq, seq);
+  }
+}
+
+async function suggestFor(view, seq) {
   const doc = view.state.doc.toString();
   const cursor = view.state.selection.main.head;
   const r = await post("/v1/tab", {file: doc, cursor, language: "python", path: "playground.py",
-                                   session: "playground", seq});
+                                   session: tabSession, seq});
   if (!r.ok) { document.getElementById("tab-last").textContent = `error ${r.status}`; return; }
   document.getElementById("tab-version").textContent = r.data.policy_version;
   const s = r.data.suggestion;
