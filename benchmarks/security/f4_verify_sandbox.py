@@ -42,7 +42,7 @@ from benchmarks.security.common import Tally, changed, serve, snapshot
 from benchmarks.security.f3_edit_writes import answer, config, layout
 
 CANARY_VAR = "COMPLEMENT_F4_CANARY_KEY"
-TIMEOUT_S = 5.0
+TIMEOUT_S = 3.0
 
 
 class Listener:
