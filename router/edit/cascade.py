@@ -172,19 +172,20 @@ class EditPipeline:
 
     async def _gather(self, req: EditRequest, workspace: Workspace, trace: list[Step]
                       ) -> tuple[dict[str, str] | None, list[str]]:
-        files: dict[str, str] = {}
+        # Each path in its plain form (``./a.py`` is ``a.py``): the model sees those names,
+        # and an answer may name only them (``Workspace.allow``).
+        named: list[str] = []
         for path in req.files:
-            workspace.check(path)
+            named.append(workspace.check(path))
             if req.write:
                 _writable(path, "files")
-            if path in req.texts:
-                continue
-            files[path] = workspace.read(path)
-        for path in req.texts:
-            workspace.check(path, param="texts")
+        texts: dict[str, str] = {}
+        for path, text in req.texts.items():
+            texts[workspace.check(path, param="texts")] = text
             if req.write:
                 _writable(path, "texts")
-        files.update(req.texts)
+        files: dict[str, str] = {p: workspace.read(p) for p in named if p not in texts}
+        files.update(texts)
         context: list[str] = []
         if workspace.root is not None:
             from starlette.concurrency import run_in_threadpool

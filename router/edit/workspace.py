@@ -50,12 +50,11 @@ class Workspace:
         """The paths this edit may change (``allow``); an answer naming another is refused."""
 
     def check(self, path: str, *, param: str = "files", what: str = "path") -> str:
-        """``path`` if it is safe to read and write; ``ForbiddenError`` otherwise."""
+        """``path`` in its plain form (``./a.py`` is ``a.py``) if it is safe to read and
+        write; ``ForbiddenError`` otherwise."""
         if self.root is not None:
             confine(self.root, path, param=param, what=what)
-        else:
-            check_relative(path, param=param, what=what)
-        return path
+        return str(check_relative(path, param=param, what=what))
 
     def allow(self, paths: Iterator[str] | list[str]) -> None:
         """The files this edit may change: the ones the request gave it (see the module

@@ -106,3 +106,13 @@ def test_git_status_runs_no_planted_command(server: dict[str, Any]) -> None:
 def test_probe_is_clean(tmp_path: Path) -> None:
     tally = f3.probe(tmp_path)
     assert tally.ok and tally.attempts >= 24, tally.as_dict()
+
+
+def test_the_request_names_files_in_their_plain_form(server: dict[str, Any]) -> None:
+    """``./app.py`` in files is ``app.py`` to the model, so its answer for it is accepted."""
+    before = _state(server["tmp"])
+    r = _edit(server, "whole_file", {"app.py": f3.APP}, files=["./app.py"])
+    assert r.status_code == 200 and r.json()["written"] == ["app.py"], r.text
+    assert changed(before, _state(server["tmp"])) == []  # the same text: nothing changed
+    prompt = server["fake"].requests[-1]["messages"][-1]["content"]
+    assert "app.py" in prompt and "./app.py" not in prompt
