@@ -154,9 +154,10 @@ class Workspace:
         for part in rel.parts:
             full = full / part
             if full.is_symlink():
-                raise ForbiddenError(f"{path!r} is not written: {str(full.relative_to(self.root))!r}"
-                                     " is a symlink, and edits never write through one; "
-                                     "nothing was written", param="answer")
+                link = str(full.relative_to(self.root))
+                raise ForbiddenError(f"{path!r} is not written: {link!r} is a symlink, and "
+                                     "edits never write through one; nothing was written",
+                                     param="answer")
         if full.exists() and not full.is_file():
             raise ForbiddenError(f"{path!r} is not written: it is not a regular file; "
                                  "nothing was written", param="answer")
