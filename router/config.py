@@ -186,14 +186,31 @@ class SpecialistConfig(_Strict):
 
 
 Argv = list[str]
+VERIFY_HIDE = ("~/.ssh", "~/.aws", "~/.azure", "~/.gnupg", "~/.config", "~/.docker",
+               "~/.kube", "~/.netrc", "~/.pypirc", "~/.git-credentials")
+"""Hidden from verification commands by default (the usual places credentials live)."""
 
 
 class VerifyConfig(_Strict):
     """Commands that check an edit, run in a scratch copy of the repository (never the
-    user's tree), as argv lists without a shell. Requests cannot name commands."""
+    user's tree), as argv lists without a shell, in a sandbox (``router.edit.sandbox``).
+    Requests cannot name commands."""
 
     timeout_s: float = Field(300.0, gt=0, le=24 * 3600)
-    """Wall-clock limit for each command; the whole process group is killed past it."""
+    """Wall-clock limit for each command; the whole process group is killed past it (and
+    the CPU time is limited to as many seconds)."""
+    sandbox: Literal["bwrap", "none"] = "bwrap"
+    """``bwrap``: each command runs under bubblewrap (read-only file system but the scratch
+    copy, no network, a clean environment); if bwrap is missing, verification fails and
+    nothing runs. ``none``: commands run unconfined with the server's rights (dangerous:
+    they run model-written code)."""
+    memory_mb: int = Field(4096, ge=0)
+    """Address-space limit (RLIMIT_AS) of each command, in MiB; 0: none."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Names of server environment variables a command may see (it sees PATH, LANG and
+    LC_ALL, with HOME and TMPDIR at /tmp, and nothing else: no provider keys)."""
+    hide: list[str] = Field(default_factory=lambda: list(VERIFY_HIDE))
+    """Paths replaced by empty ones inside the sandbox (the usual credential folders)."""
     routes: dict[str, list[Argv]] = Field(default_factory=dict)
     """Per route: the commands that verify its edits, in order."""
     repos: dict[str, list[Argv]] = Field(default_factory=dict)

@@ -5,9 +5,20 @@ fallbacks), the instruction, and either a repository under ``workspace.allowed_r
 (``repo`` + optional ``files``) or inline ``texts``. The response is the unified diff, the
 merged files and the trace of every step. Nothing is written unless ``write`` is true.
 
+An edit changes only the files the request gives it: those named in ``files`` or
+``texts`` (with neither, the ones retrieval chose). A file named in ``files`` that does not
+exist yet is a new file the request allows; no other new file is. A model's answer naming
+any other path (another file, ``../``, an absolute path, ``.git/...``) is refused as a
+whole with a 403 naming the path, and nothing is written. With ``write``, nothing under a
+dot-folder (``.git/``, ``.github/``, ...), no ``.git`` file and no path through a symlink is
+ever written; the files are written all at once or not at all.
+
 A request cannot name a command: verification commands come from the config
-(``workspace.verify``, per route or per repository) and run in a scratch copy. The applier
-and the retriever are the registry's, so swapping either in YAML changes this path too.
+(``workspace.verify``, per route or per repository) and run in a scratch copy without
+symlinks, inside a sandbox (bubblewrap: read-only file system but the copy, no network, a
+clean environment, memory and time limits; ``router.edit.sandbox``). Without bubblewrap,
+verification fails closed unless the config says ``sandbox: none``. The applier and the
+retriever are the registry's, so swapping either in YAML changes this path too.
 """
 
 from __future__ import annotations
@@ -36,12 +47,18 @@ class EditBody(BaseModel):
     route: str = "auto"
     """A route under ``routes:``; its model targets are tried in order."""
     repo: str | None = Field(None, description="a repository under workspace.allowed_roots")
-    files: list[str] = Field(default_factory=list, max_length=100,
-                             description="paths relative to repo the model may edit")
+    files: list[str] = Field(
+        default_factory=list, max_length=100,
+        description="paths relative to repo the model may edit, and the only ones it may: "
+                    "one that does not exist yet is a new file the request allows; an answer "
+                    "naming any other path is refused as a whole (403). With write, no path "
+                    "under a dot-folder (.git/, .github/, ...) is accepted")
     texts: dict[str, str] = Field(default_factory=dict,
                                   description="inline file contents by relative path")
     strategy: str = Field("cascade", description="cascade | sketch | search_replace | whole_file")
-    write: bool = False
+    write: bool = Field(False, description="write the merged files into repo, all or none "
+                                           "(only the request's files, never through a "
+                                           "symlink or under a dot-folder)")
     replay_task: str | None = None
 
 
@@ -76,7 +93,13 @@ def _install_replay(app_state: Any) -> None:
 @router.post("/v1/edit")
 async def edit(body: EditBody, request: Request,
                applier: Specialist = Depends(uses("apply"))) -> dict[str, Any]:
-    """Edit files from an instruction; ``status`` is ``applied`` or ``failed`` (with why)."""
+    """Edit files from an instruction; ``status`` is ``applied`` or ``failed`` (with why).
+
+    The edit may change only the request's files (a file named in ``files`` that does not
+    exist yet is a new file it allows); a model's answer naming any other path is refused
+    with a 403 naming it, and nothing is written. ``write`` never writes under a dot-folder
+    (``.git/``, ``.github/``) or through a symlink. Verification commands (from the config
+    only) run sandboxed in a scratch copy; without the sandbox tool they fail closed."""
     from router.edit import EditRequest
 
     if body.write and not body.repo:

@@ -15,7 +15,10 @@ and answer parsing live in ``planning``, paths and writes in ``workspace``, chec
 Every step lands in the trace with its model, tokens, cost, latency (and whether that
 latency was *measured* or *modelled* by the replay frontier) and why it escalated. Nothing
 touches the disk unless ``write`` is set, and then every file is written at once or none
-is, only after the whole edit succeeded.
+is, only after the whole edit succeeded, and only files the request gave the edit (an
+answer naming another path is refused as a whole: ``Workspace.check_answer``). A
+verification command that cannot run in its sandbox fails the edit before any model is
+asked.
 """
 
 from __future__ import annotations
@@ -30,14 +33,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from router.edit.outcome import EditRequest, EditResult, Step
 from router.edit.planning import (
     CHAINS,
+    answer_paths,
     build_messages,
     match_final_newline,
     merge_search_replace,
     sketch_bodies,
 )
 from router.edit.verify import ParseCheck, Verifier, invented_lines, unexplained_deletion
-from router.edit.workspace import Workspace
-from specialists.base import Specialist, SpecialistError, UnavailableError
+from router.edit.workspace import Workspace, unwritable
+from specialists.base import ForbiddenError, Specialist, SpecialistError, UnavailableError
 from specialists.paths import expand_home, resolve_repo
 
 if TYPE_CHECKING:
@@ -117,10 +121,17 @@ class EditPipeline:
         if files is None:
             result.reason = result.trace[-1].reason
             return result
+        workspace.allow(files)  # an answer may change these files and no other
+        blocked = self._unavailable()
+        if blocked is not None:  # fail closed before any model is asked
+            result.trace.append(Step("verify", "failed", reason=blocked))
+            result.reason = blocked
+            return result
         last_sketch: str | None = None
         fallback: tuple[dict[str, str], str] | None = None
         for at, fmt in enumerate(chain):
-            merged = await self._attempt(fmt, req, files, context, result, last_sketch)
+            merged = await self._attempt(fmt, req, workspace, files, context, result,
+                                         last_sketch)
             if isinstance(merged, dict):
                 workspace.check_answer(list(merged))  # untrusted: refused before any use
             if isinstance(merged, str):  # the sketch, kept for the model-based applier
@@ -161,15 +172,20 @@ class EditPipeline:
 
     async def _gather(self, req: EditRequest, workspace: Workspace, trace: list[Step]
                       ) -> tuple[dict[str, str] | None, list[str]]:
-        files: dict[str, str] = {}
+        # Each path in its plain form (``./a.py`` is ``a.py``): the model sees those names,
+        # and an answer may name only them (``Workspace.allow``).
+        named: list[str] = []
         for path in req.files:
-            workspace.check(path)
-            if path in req.texts:
-                continue
-            files[path] = workspace.read(path)
-        for path in req.texts:
-            workspace.check(path, param="texts")
-        files.update(req.texts)
+            named.append(workspace.check(path))
+            if req.write:
+                _writable(path, "files")
+        texts: dict[str, str] = {}
+        for path, text in req.texts.items():
+            texts[workspace.check(path, param="texts")] = text
+            if req.write:
+                _writable(path, "texts")
+        files: dict[str, str] = {p: workspace.read(p) for p in named if p not in texts}
+        files.update(texts)
         context: list[str] = []
         if workspace.root is not None:
             from starlette.concurrency import run_in_threadpool
@@ -177,6 +193,8 @@ class EditPipeline:
             context, found = await run_in_threadpool(self._retrieve, req, workspace.root,
                                                      trace, not files)
             if not files:
+                if req.write:  # never offer the model a file that could not be written
+                    found = [p for p in found if unwritable(p) is None]
                 for path in found[:2]:
                     files[path] = workspace.read(workspace.check(path))
         if not files:
@@ -217,14 +235,17 @@ class EditPipeline:
         return context, paths
 
     # -- one step of the chain -----------------------------------------------------------
-    async def _attempt(self, fmt: str, req: EditRequest, files: dict[str, str],
-                       context: list[str], result: EditResult,
+    async def _attempt(self, fmt: str, req: EditRequest, workspace: Workspace,
+                       files: dict[str, str], context: list[str], result: EditResult,
                        last_sketch: str | None) -> dict[str, str] | str | None:
         if fmt == "model_apply":
             return self._model_apply(files, last_sketch, result.trace)
         call = await self._call(fmt, req, files, context, result.trace)
         if call is None:
             return None
+        # Every path the answer names, before any of it is applied: one the request did not
+        # give the edit refuses the whole answer (ForbiddenError, 403), whatever the rest.
+        workspace.check_answer(answer_paths(fmt, call.text, files))
         started = time.perf_counter()
         merged, why, detail = self._merge_answer(fmt, call.text, files)
         step = Step("apply", "ok" if merged is not None else "abstained", format=fmt,
@@ -340,6 +361,15 @@ class EditPipeline:
         return merged or None
 
     # -- verification and output -----------------------------------------------------------
+    def _unavailable(self) -> str | None:
+        """Why a verifier cannot run at all (its sandbox tool is missing), or ``None``."""
+        for verifier in self.verifiers:
+            check = getattr(verifier, "unavailable", None)
+            why = check() if check is not None else None
+            if why is not None:
+                return why
+        return None
+
     async def _verify(self, workspace: Workspace, files: dict[str, str],
                       merged: dict[str, str], trace: list[Step]) -> str | None:
         from starlette.concurrency import run_in_threadpool
@@ -383,6 +413,13 @@ class EditPipeline:
             result.trace.append(Step("write", "ok", latency_s=_since(started),
                                      detail={"files": result.written}))
         return result
+
+
+def _writable(path: str, param: str) -> None:
+    why = unwritable(path)
+    if why is not None:
+        raise ForbiddenError(f"{path!r} cannot be edited with write: {why}. Leave write "
+                             "false to get the diff, and apply it yourself", param=param)
 
 
 def _since(started: float) -> float:

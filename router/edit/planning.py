@@ -14,6 +14,7 @@ from typing import Any
 
 __all__ = [
     "CHAINS",
+    "answer_paths",
     "apply_search_replace",
     "build_messages",
     "merge_search_replace",
@@ -149,6 +150,16 @@ def sketch_bodies(answer: str, files: dict[str, str]) -> list[tuple[str, str]]:
             out.append((path, body))
     return out
 
+
+
+def answer_paths(fmt: str, answer: str, files: dict[str, str]) -> list[str]:
+    """Every path an answer in format ``fmt`` names, as the merge would read it (checked
+    before anything of the answer is used)."""
+    if fmt == "search_replace":
+        only = _only_path(files)
+        return [only if (path not in files and only and not ("/" in path or "." in path))
+                else path for path, _, _ in parse_search_replace(answer)]
+    return [path for path, _ in sketch_bodies(answer, files)]
 
 
 def merge_search_replace(answer: str, files: dict[str, str]

@@ -8,8 +8,9 @@ Three kinds of check, each cheap before the next:
 * ``ParseCheck``: a file that parsed before (tree-sitter) and does not after fails;
 * ``CommandCheck``: a command from the server's config (never from a request), as an argv
   list without a shell, with a timeout, in a scratch copy of the repository holding the
-  merged files (``router.edit.workspace``); its exit status decides and its output goes
-  into the trace.
+  merged files (``router.edit.workspace``), inside a sandbox that cannot write outside that
+  copy or reach the network (``router.edit.sandbox``); its exit status decides and its
+  output goes into the trace. Without the sandbox tool it fails closed: nothing runs.
 
 The pipeline receives its checks as arguments (``EditPipeline(verifiers=...)``);
 ``verifiers_for`` builds the list a config gives a route and repository.
@@ -24,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
+
+from router.edit.sandbox import DEFAULT_HIDE, sandbox_env, sandbox_problem, wrap
 
 if TYPE_CHECKING:
     from router.config import VerifyConfig
@@ -84,23 +87,38 @@ class ParseCheck:
 
 @dataclass
 class CommandCheck:
-    """Run ``argv`` (no shell) in the scratch copy; a non-zero exit or a timeout fails."""
+    """Run ``argv`` (no shell) in the scratch copy, inside ``sandbox`` (see
+    ``router.edit.sandbox``); a non-zero exit, a timeout or a missing sandbox fails."""
 
     argv: list[str]
     timeout_s: float = 300.0
     name: str = "command"
     needs_scratch: bool = True
+    sandbox: str = "bwrap"
+    memory_mb: int = 4096
+    pass_env: tuple[str, ...] = ()
+    hide: tuple[str, ...] = DEFAULT_HIDE
+
+    def unavailable(self) -> str | None:
+        """Why this command cannot run (the sandbox tool is missing), or ``None``."""
+        return sandbox_problem(self.sandbox)
 
     def check(self, before: dict[str, str], merged: dict[str, str],
               scratch: Path | None) -> Check:
         assert scratch is not None, "a command runs in a scratch copy"
         started = time.perf_counter()
-        detail: dict[str, Any] = {"argv": list(self.argv)}
+        detail: dict[str, Any] = {"argv": list(self.argv), "sandbox": self.sandbox}
+        problem = self.unavailable()
+        if problem is not None:  # fail closed: model-written code never runs unconfined
+            return Check(self.name, problem, detail)
+        argv = wrap(self.argv, scratch, sandbox=self.sandbox, memory_mb=self.memory_mb,
+                    cpu_s=int(self.timeout_s) + 1, hide=self.hide)
         try:
-            proc = subprocess.Popen(self.argv, cwd=scratch, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(argv, cwd=scratch, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=sandbox_env(self.pass_env),
                                     start_new_session=True, text=True, errors="replace")
-        except OSError as exc:  # not installed, not executable
+        except OSError as exc:  # the sandbox's interpreter or tool could not start
             return Check(self.name, f"verification command {self.argv[0]!r} could not start: "
                          f"{exc.strerror or exc}", detail)
         try:
@@ -132,15 +150,18 @@ def verifiers_for(cfg: "VerifyConfig | None", route: str, repo: Path | None,
     checks: list[Verifier] = [ParseCheck()]
     commands: list[list[str]] = []
     timeout = 300.0
+    limits: dict[str, Any] = {}
     if cfg is not None:
         timeout = cfg.timeout_s
+        limits = {"sandbox": cfg.sandbox, "memory_mb": cfg.memory_mb,
+                  "pass_env": tuple(cfg.pass_env), "hide": tuple(cfg.hide)}
         by_repo = {Path(k).expanduser().resolve(): v for k, v in cfg.repos.items()}
         if repo is not None and repo.resolve() in by_repo:
             commands = by_repo[repo.resolve()]
         else:
             commands = cfg.routes.get(route, [])
     for argv in [*commands, *extra]:
-        checks.append(CommandCheck(list(argv), timeout))
+        checks.append(CommandCheck(list(argv), timeout, **limits))
     return checks
 
 

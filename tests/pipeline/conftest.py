@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from router.config import parse_config
+from router.edit.sandbox import sandbox_problem
 from router.frontier import FrontierClient
 from tests.fakes.fake_frontier import FakeFrontier
 
@@ -35,12 +36,18 @@ AFTER = BEFORE.replace('    return "hello " + name\n',
                        '    """Say hello."""\n    return f"hello {name}"\n')
 
 
+SANDBOX = "bwrap" if sandbox_problem("bwrap") is None else "none"
+"""The sandbox the verification tests that are not about it run commands in: bubblewrap
+where it works (CI installs it), else none, so they still test the cascade; whether
+verification is contained, or fails closed without bubblewrap, is tests/security's."""
+
+
 def fake_config(fake: FakeFrontier, data_dir: Path | None = None,
                 roots: list[Path] | None = None, verify: dict[str, Any] | None = None) -> Any:
     """The fake provider's routes, the real applier, and the repositories under ``roots``."""
     return parse_config({
         "workspace": {"allowed_roots": [str(r) for r in roots or []],
-                      "verify": verify or {}},
+                      "verify": {"sandbox": SANDBOX, **(verify or {})}},
         "specialists": {"apply": {"class": "specialists.apply.specialist:ApplySpecialist"}},
         "data_dir": str(data_dir or "/nonexistent"),
         "frontier": {"retry": {"attempts": 1, "backoff_initial_s": 0.01, "backoff_max_s": 0.02}},

@@ -23,7 +23,7 @@ from router.frontier import FrontierClient
 from router.replay import ReplayStore, ReplayTask, install, search_replace_blocks
 from specialists.apply import ApplySpecialist, make_sketch
 from tests.fakes.fake_frontier import FakeFrontier
-from tests.pipeline.conftest import AFTER, BEFORE, fenced
+from tests.pipeline.conftest import AFTER, BEFORE, SANDBOX, fenced
 
 # A block between markers that matches no line of the file: the applier cannot place it.
 UNPLACEABLE = ("# ... existing code ...\nfrobnicate_the_widget(zz)\n    zzz = qqq\n"
@@ -157,8 +157,9 @@ def test_hanging_verification_times_out_and_escalates(client: FrontierClient,
     sketch = fenced(make_sketch(BEFORE, AFTER, "python", k=1).text)
     fake.push(sketch, "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"), fenced(AFTER))
     started = time.monotonic()
+    hang = CommandCheck(["sleep", "30"], 0.3, sandbox=SANDBOX)
     result = run(pipe(client, ["fake"], retriever=retriever(tmp_path),
-                      verifiers=[ParseCheck(), CommandCheck(["sleep", "30"], 0.3)]),
+                      verifiers=[ParseCheck(), hang]),
                  EditRequest("doc", repo=str(repo), files=["app.py"], write=True))
     assert time.monotonic() - started < 10
     verifies = [s for s in result.trace if s.stage == "verify"]
@@ -171,8 +172,9 @@ def test_verification_command_sees_the_merged_file(client: FrontierClient, fake:
                                                    tmp_path: Path) -> None:
     repo = repo_with_app(tmp_path)
     fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
+    grep = CommandCheck(["grep", "-q", "Say hello", "app.py"], sandbox=SANDBOX)
     result = run(pipe(client, ["fake"], retriever=retriever(tmp_path),
-                      verifiers=[ParseCheck(), CommandCheck(["grep", "-q", "Say hello", "app.py"])]),
+                      verifiers=[ParseCheck(), grep]),
                  EditRequest("doc", repo=str(repo), files=["app.py"]))
     assert result.status == "applied"
     assert next(s for s in result.trace if s.stage == "verify").outcome == "ok"

@@ -23,6 +23,13 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+def given(repo: Path, *paths: str) -> Workspace:
+    """A workspace whose edit was given ``paths`` (as the cascade gives it the request's)."""
+    ws = Workspace(repo)
+    ws.allow(paths)
+    return ws
+
+
 @pytest.mark.parametrize("raw", ["../x", "/etc/passwd", "out/x", "pkg/../../x", "~/x", "",
                                  "a\x00b", "C:\\x"])
 def test_confine_refuses_paths_out_of_the_root(repo: Path, raw: str) -> None:
@@ -63,7 +70,8 @@ def test_resolve_repo_answers_a_name_too_long_with_a_clear_error(
 def test_write_is_all_or_nothing_when_a_target_cannot_be_made(repo: Path) -> None:
     (repo / "blocker").write_text("a file where a directory would go\n")
     with pytest.raises(OSError):
-        Workspace(repo).write({"a.py": "a = 1\n", "new/dir/c.py": "c\n", "blocker/x.py": "x\n"})
+        given(repo, "a.py", "new/dir/c.py", "blocker/x.py").write(
+            {"a.py": "a = 1\n", "new/dir/c.py": "c\n", "blocker/x.py": "x\n"})
     assert (repo / "a.py").read_text() == "a = 0\n"
     assert not (repo / "new").exists(), "directories made for the failed write are removed"
     assert sorted(p.name for p in repo.iterdir()) == ["a.py", "blocker", "out", "pkg"]
@@ -82,7 +90,7 @@ def test_write_puts_back_what_it_swapped_when_a_later_swap_fails(
 
     monkeypatch.setattr(os, "replace", failing)
     with pytest.raises(OSError, match="disk full"):
-        Workspace(repo).write({"a.py": "a = 1\n", "pkg/b.py": "b = 1\n"})
+        given(repo, "a.py", "pkg/b.py").write({"a.py": "a = 1\n", "pkg/b.py": "b = 1\n"})
     assert (repo / "a.py").read_text() == "a = 0\n" and (repo / "pkg/b.py").read_text() == "b = 0\n"
     leftovers = [p.name for p in repo.rglob(".*") if p.is_file()]
     assert leftovers == [], "no staged or backup file is left behind"
@@ -90,7 +98,7 @@ def test_write_puts_back_what_it_swapped_when_a_later_swap_fails(
 
 def test_write_refuses_a_path_through_a_symlink_before_writing_anything(repo: Path) -> None:
     with pytest.raises(ForbiddenError):
-        Workspace(repo).write({"a.py": "a = 1\n", "out/planted.py": "x\n"})
+        given(repo, "a.py", "out/planted.py").write({"a.py": "a = 1\n", "out/planted.py": "x\n"})
     assert (repo / "a.py").read_text() == "a = 0\n"
     assert list((repo / "out").iterdir()) == []
 
@@ -104,3 +112,36 @@ def test_scratch_is_a_copy_the_user_tree_never_sees(repo: Path) -> None:
     assert not scratch.exists()
     assert (repo / "a.py").read_text() == "a = 0\n" and not (repo / "junk.txt").exists()
     assert not (repo / "pkg" / "new.py").exists()
+
+
+def test_write_refuses_a_file_the_edit_was_not_given(repo: Path) -> None:
+    with pytest.raises(ForbiddenError, match="'pkg/b.py'.*did not give the edit"):
+        given(repo, "a.py").write({"a.py": "a = 1\n", "pkg/b.py": "b = 1\n"})
+    assert (repo / "a.py").read_text() == "a = 0\n" and (repo / "pkg/b.py").read_text() == "b = 0\n"
+
+
+@pytest.mark.parametrize("path", [".git/config", ".github/workflows/x.yml", "pkg/.hooks/x",
+                                  ".git", "link.py"])
+def test_write_never_goes_under_a_dot_folder_or_through_a_link(repo: Path, path: str) -> None:
+    (repo / ".git").mkdir()
+    (repo / ".git" / "config").write_text("[core]\n")
+    (repo / "link.py").symlink_to(repo / ".git" / "config")
+    with pytest.raises(ForbiddenError, match="nothing was written"):
+        given(repo, "a.py", path).write({"a.py": "a = 1\n", path: "planted\n"})
+    assert (repo / "a.py").read_text() == "a = 0\n"
+    assert (repo / ".git" / "config").read_text() == "[core]\n"
+    assert not (repo / ".github").exists() and not (repo / "pkg" / ".hooks").exists()
+
+
+def test_scratch_holds_no_symlink(repo: Path, tmp_path: Path) -> None:
+    (tmp_path / "outside" / "secret.txt").write_text("s\n")
+    (repo / "inside_link.py").symlink_to(repo / "a.py")
+    (repo / "secret_link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
+    (repo / "pkg_link").symlink_to(repo / "pkg", target_is_directory=True)
+    os.mkfifo(repo / "fifo")  # copying one would block on reading it
+    with Workspace(repo).scratch({}) as scratch:
+        links = [p for p in scratch.rglob("*") if p.is_symlink()]
+        assert links == []
+        assert (scratch / "inside_link.py").read_text() == "a = 0\n", "a link inside: its file"
+        names = sorted(p.name for p in scratch.iterdir())
+        assert names == ["a.py", "inside_link.py", "pkg"], "links out, to folders, FIFOs: left out"
