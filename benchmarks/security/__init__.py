@@ -19,6 +19,8 @@ __all__ = ["PROBES", "run_all"]
 PROBES: dict[str, str] = {
     "F1": "f1_provider_redirect",
     "F2": "f2_empty_host",
+    "F3": "f3_edit_writes",
+    "F4": "f4_verify_sandbox",
     "F8": "f8_session_seq",
 }
 
