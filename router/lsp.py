@@ -190,7 +190,7 @@ def build_server(backend: Backend) -> LanguageServer:
             backend.feedback(shown.request_id, "rejected")  # typed on past it
         doc.text = new
 
-    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION)
+    @server.feature(t.TEXT_DOCUMENT_INLINE_COMPLETION, t.InlineCompletionOptions())
     async def inline(params: t.InlineCompletionParams
                      ) -> t.InlineCompletionList | None:
         uri = params.text_document.uri

@@ -18,6 +18,7 @@ from lsprotocol import types as t
 from specialists.tab.events import EventStore, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
+ACCEPT_COMMAND = "complement.accept"
 URI = "file:///work/calc.py"
 TYPED = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
          "def mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n    return a / b\n")
@@ -40,7 +41,8 @@ async def _client(config: Path, *extra: str) -> Any:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     await client.start_io(sys.executable, "-m", "router.cli", "lsp", "--config", str(config),
                           *extra, env=env, cwd=str(REPO))
-    await client.initialize_async(t.InitializeParams(capabilities=t.ClientCapabilities()))
+    client.init_result = await client.initialize_async(  # type: ignore[attr-defined]
+        t.InitializeParams(capabilities=t.ClientCapabilities()))
     client.initialized(t.InitializedParams())
     return client
 
@@ -223,3 +225,32 @@ def test_lsp_a_reopened_document_gets_suggestions_again(tmp_path: Path) -> None:
 
     assert asyncio.run(asyncio.wait_for(session(), 240)) is not None, \
         "no suggestion after the document was reopened"
+
+
+def test_lsp_advertises_inline_completion_and_a_gated_client_gets_ghost_text(
+        tmp_path: Path) -> None:
+    """Issue 40: editors (Neovim's ``client:supports_method``, vscode-languageclient) ask
+    only for what ``initialize`` advertises; the server did not advertise inline completion,
+    so a real editor never asked. This client asks only when it is advertised."""
+    config = _config(tmp_path)
+
+    async def session() -> tuple[Any, Any]:
+        client = await _client(config)
+        try:
+            caps = client.init_result.capabilities
+            if caps.inline_completion_provider in (None, False):
+                return caps, None  # a real editor stops here
+            client.text_document_did_open(t.DidOpenTextDocumentParams(text_document=t.TextDocumentItem(
+                uri=URI, language_id="python", version=1, text=TYPED[:20])))
+            item, _, _ = await _type_until_suggested(client, 20, 1)
+            return caps, item
+        finally:
+            await client.shutdown_async(None)
+            client.exit(None)
+            await client.stop()
+
+    caps, item = asyncio.run(asyncio.wait_for(session(), 240))
+    assert caps.inline_completion_provider not in (None, False), caps
+    assert caps.code_action_provider not in (None, False)
+    assert ACCEPT_COMMAND in (caps.execute_command_provider.commands or [])
+    assert item is not None, "advertised, asked, but no ghost text while typing"
