@@ -93,7 +93,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     from router.config import load_config
     from router.registry import check_block
 
-    config = load_config(args.file)
+    config = load_config(args.file, hint="; give the path of a YAML config")
     problems = []
     for name, block in config.specialists.items():
         try:
@@ -125,11 +125,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     router = Router(config.routes, FrontierClient(config.models, config.frontier,
                                                   config.env_refs), registry)
     overall, health = readiness(registry)
-    print(f"specialists: {overall}")
+    print(f"specialists: {'not loaded (--skip-load)' if args.skip_load else overall}")
     for name, spec in registry:
         info = health[name]
-        if name in registry.errors or not info.get("ok", False):
-            status = f"FAILED: {registry.errors.get(name) or info.get('error')}"
+        error = registry.errors.get(name) or info.get("error")
+        if args.skip_load and not error and not info.get("ok", False):
+            status = f"not loaded (--skip-load; kind {spec.kind}): its block is valid"
+        elif name in registry.errors or not info.get("ok", False):
+            status = f"FAILED: {error or 'not ready, and it gave no reason'}"
         elif info.get("loading"):
             status = (f"LOADING for {info.get('loading_for_s') or 0:g}s (kind {spec.kind}); "
                       "it answers 503 until done (doctor --wait S waits)")

@@ -440,10 +440,39 @@ def _interpolate(node: Any, path: str, env: dict[str, str], refs: dict[str, list
     return _VAR.sub(sub, node)
 
 
+def _known_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the config allows where ``loc``'s last key stands (for an unknown key)."""
+    model: Any = Config
+    for part in loc[:-1]:
+        if isinstance(model, type) and issubclass(model, BaseModel) and part in model.model_fields:
+            model = model.model_fields[part].annotation
+        elif getattr(model, "__origin__", None) is dict:
+            model = model.__args__[1]  # a name under models:, routes:, specialists:
+        else:
+            return []
+        if getattr(model, "__origin__", None) is dict and not isinstance(part, str):
+            return []
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(n for n, f in model.model_fields.items() if not f.exclude)
+    return []
+
+
 def _format_validation(exc: ValidationError, source: str) -> str:
+    import difflib
+
     lines = [f"invalid config {source}:"]
     for err in exc.errors():
         msg = err["msg"].removeprefix("Value error, ")
+        if err.get("type") == "extra_forbidden" and err["loc"]:
+            known = _known_keys(tuple(err["loc"]))
+            near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+            msg = "unknown key"
+            if near:
+                msg += f"; did you mean {near[0]!r}?"
+            if known:
+                msg += " (known here: " + ", ".join(known) + ")"
+            lines.append(f"  {'.'.join(str(p) for p in err['loc'])}: {msg}")
+            continue
         loc = ".".join(str(p) for p in err["loc"])
         value = err.get("input")
         shown = "" if isinstance(value, (dict, list)) else f" (got {value!r})"
@@ -487,8 +516,10 @@ def interpolate(data: Any, env: dict[str, str] | None = None) -> Any:
     return _interpolate(data, "", dict(os.environ) if env is None else env, {})
 
 
-def load_config(path: str | Path | None = None, *, env: dict[str, str] | None = None) -> Config:
-    """Read, interpolate and validate a YAML config; ``ConfigError`` says what and where."""
+def load_config(path: str | Path | None = None, *, env: dict[str, str] | None = None,
+                hint: str = "; pass --config FILE") -> Config:
+    """Read, interpolate and validate a YAML config; ``ConfigError`` says what and where
+    (``hint``: what to do when the file is not there, for the command that asked)."""
     p = Path(path) if path is not None else default_config_path()
-    data = read_yaml(p, "config file", "; pass --config FILE")
+    data = read_yaml(p, "config file", hint)
     return parse_config(data, source=repr(str(p)), env=env)

@@ -94,3 +94,24 @@ def test_serve_with_invalid_config_exits_nonzero(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2
     assert "server.port" in proc.stderr
+
+
+def test_an_unknown_key_names_the_nearest_known_one_and_lists_them() -> None:
+    """Issue 40: a top-level typo listed no known keys."""
+    from router.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as info:
+        parse_config({"servr": {"port": 1}, "models": {"m": {"model": "x", "api_bse": "y"}}},
+                     env={})
+    text = str(info.value)
+    assert "servr: unknown key; did you mean 'server'?" in text
+    assert "known here: data_dir, engine, events" in text and "env_refs" not in text
+    assert "models.m.api_bse: unknown key; did you mean 'api_base'?" in text
+
+
+def test_config_check_on_a_missing_file_says_to_give_a_path(tmp_path, capsys) -> None:
+    from router.cli import main
+
+    assert main(["config", "check", str(tmp_path / "nope.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert "not found; give the path of a YAML config" in err and "--config" not in err
