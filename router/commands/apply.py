@@ -51,6 +51,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
+def _header_path(original: Path) -> str:
+    """The name a diff header gives ORIGINAL: relative to the working directory when it is
+    under it, else the file's name (``a//tmp/x.py`` is no path a patch tool can use)."""
+    if str(original) == "-":
+        return "-"
+    try:
+        return Path(original).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return Path(original).name
+
+
 def _read(path: Path) -> str:
     if str(path) == "-":
         return sys.stdin.read()
@@ -69,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"complement apply: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     answer = applier.answer({"original": original, "sketch": sketch, "language": args.language,
-                             "path": args.path or str(args.original)})
+                             "path": args.path or _header_path(args.original)})
     out = ((answer.output or {}).get("files") or [{}])[0]
     applied = not answer.abstained and out.get("merged") is not None
     merged = out.get("merged") or ""

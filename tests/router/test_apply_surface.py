@@ -88,6 +88,10 @@ def test_cli_apply_prints_merged_file_diff_and_exit_codes(tmp_path: Path, capsys
     assert cli_main(["apply", str(original), str(sketch), "--diff", "--path", "m.py",
                      "-c", config]) == 0
     assert capsys.readouterr().out.startswith("diff --git a/m.py b/m.py")
+    # without --path: a path a patch tool can use, not a/ + an absolute path (issue 40)
+    assert cli_main(["apply", str(original), str(sketch), "--diff", "-c", config]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header == "diff --git a/m.py b/m.py", header  # tmp_path is outside the cwd
     assert cli_main(["apply", str(original), str(sketch), "--no-cross-check", "-c", config]) == 0
     assert capsys.readouterr().out == MERGED
     sketch.write_text("# ...\nno_anchor_here()\n# ...\n")
