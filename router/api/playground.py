@@ -30,6 +30,12 @@ async def index() -> Response:
     return FileResponse(STATIC / "index.html", media_type="text/html")
 
 
+@router.get("/favicon.ico", include_in_schema=False)
+async def favicon() -> Response:
+    """The page's icon where browsers look for it unasked (a 404 in every console before)."""
+    return FileResponse(STATIC / "favicon.svg", media_type="image/svg+xml")
+
+
 @router.get("/static/{name:path}", include_in_schema=False)
 async def static(name: str) -> Response:
     """The page's own files; nothing outside ``router/static`` is ever served."""

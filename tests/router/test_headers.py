@@ -108,3 +108,11 @@ def test_the_page_serves_only_its_own_files(base: str) -> None:
         assert r.status_code == 404, (path, r.status_code)
     dashboard = httpx.get(f"{base}/v1/dashboard").json()
     assert {"routes", "tab"} <= set(dashboard) and "versions" in dashboard["tab"]
+
+
+def test_the_page_has_an_icon_where_browsers_look(base: str) -> None:
+    """Issue 40: /favicon.ico answered 404 in every browser console."""
+    r = httpx.get(f"{base}/favicon.ico")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("image/svg+xml")
+    assert r.content.startswith(b"<svg")
+    assert 'href="/static/favicon.svg"' in httpx.get(f"{base}/").text
