@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.api.apply import check_request_size
 from router.api.jsonbody import JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
@@ -79,6 +80,8 @@ async def edit(body: EditBody, request: Request,
     """Edit files from an instruction; ``status`` is ``applied`` or ``failed`` (with why)."""
     from router.edit import EditRequest
 
+    check_request_size(request.app.state.config.server, "POST /v1/edit",
+                       len(set(body.files) | set(body.texts)), list(body.texts.values()))
     if body.write and not body.repo:
         raise BadRequest("write needs repo: the directory the files are written into",
                          param="write")
