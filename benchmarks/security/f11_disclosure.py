@@ -82,7 +82,8 @@ def probe(tmp: Path) -> Tally:
             tally.leaks += len(paths)
             tally.expect(answer.status in (200, 503) and isinstance(answer.json(), dict)
                          and set(answer.json()) == {"status"},
-                         f"/readyz with {auth or 'no key'} showed more than its status: {text[:200]}")
+                         f"/readyz with {auth or 'no key'} showed more than its status: "
+                         f"{text[:200]}")
         keyed = exchange(port, request("GET", "/readyz", host=host,
                                        headers={"Authorization": f"Bearer {KEY}"}))
         data = keyed.json() or {}

@@ -175,9 +175,11 @@ def probe(tmp: Path) -> Tally:
         before = t.outcomes()
         own = exchange(t.port, request(
             "POST", "/v1/feedback", host=f"127.0.0.1:{t.port}",
-            body=_feedback(t.shown_request("own")), headers={"Content-Type": "application/json", "Origin": t.own_origin()}))
+            body=_feedback(t.shown_request("own")),
+            headers={"Content-Type": "application/json", "Origin": t.own_origin()}))
         tally.expect(own.status == 200 and t.outcomes() == before + 1,
-                     f"the server's own page could not send feedback: {own.status} {own.body[:160]!r}")
+                     f"the server's own page could not send feedback: {own.status} "
+                     f"{own.body[:160]!r}")
         page = exchange(t.port, request("GET", "/", host=f"localhost:{t.port}"))
         tally.expect(page.status == 200, f"the playground page answered {page.status}")
         promoted = exchange(t.port, request(
