@@ -80,6 +80,9 @@ def _serve_ray(args: argparse.Namespace, config: "Config") -> int:
     if args.workers > 1:
         raise ConfigError("--workers is for the single-process engine; with --engine ray set "
                           "replicas under engine.ray.deployments (and engine.ray.ingress)")
+    if not (args.ray_address or config.engine.ray.address or os.environ.get("RAY_ADDRESS")):
+        # a local cluster, this machine's alone: its ports on 127.0.0.1 (read at import)
+        os.environ.update(config.engine.ray.local_environment())
     try:
         from router.ray_serve import serve_ray
     except ModuleNotFoundError as exc:

@@ -321,6 +321,15 @@ class RayConfig(_Strict):
             options.update(dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1")
         return options
 
+    @staticmethod
+    def local_environment() -> dict[str, str]:
+        """Environment for a local cluster, set before ``ray`` is imported (Ray reads it
+        then, and its processes inherit it). Ray takes a node address of 127.0.0.1 for the
+        machine's reachable one, and its GCS, raylet, agents and workers listen on all
+        interfaces, unless clusters are off: Ray's single-machine mode (the default on
+        macOS and Windows), where every one of them listens on 127.0.0.1."""
+        return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
 
 class EngineConfig(_Strict):
     kind: Literal["single", "ray"] = "single"

@@ -551,11 +551,25 @@ def _start_ray(config: Config, address: str | None) -> bool:
                 "and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN") from None
         return False
     os.environ.pop("RAY_ADDRESS", None)
+    _single_machine(cfg)
     # a local cluster is this machine's alone: no dashboard, its ports on 127.0.0.1
     ray.init(address="local", num_cpus=cfg.num_cpus or _logical_cpus(config),
              object_store_memory=cfg.object_store_mb * 1024 * 1024,
              **common, **cfg.init_options(local=True))  # type: ignore[arg-type]
     return True
+
+
+def _single_machine(cfg: Any) -> None:
+    """Ray's single-machine mode for a local cluster (``RayConfig.local_environment``):
+    ``complement serve`` sets it before Ray is imported; a caller that imported Ray first
+    gets it here, for this process and the cluster's (they inherit the environment)."""
+    os.environ.update(cfg.local_environment())
+    try:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # what the variable sets, read at import
+    except (ImportError, AttributeError):  # another Ray: the variable alone
+        log.warning("ray: could not keep the local cluster on 127.0.0.1 in this process")
 
 
 def serve_ray(config: Config, *, address: str | None = None, log_level: str = "info") -> int:

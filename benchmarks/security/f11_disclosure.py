@@ -5,7 +5,9 @@
   say only the status; an absolute path in it counts as a leak.
 * A 405 must carry ``Allow`` (RFC 9110), saying which methods the path takes.
 * ``--engine ray``: no dashboard, and a local cluster's ports on 127.0.0.1
-  (``engine.ray``'s ``init_options``, what ``router.ray_serve`` passes to ``ray.init``).
+  (``engine.ray``'s ``init_options``, what ``router.ray_serve`` passes to ``ray.init``, and
+  ``local_environment``, set before Ray is imported; ``tests/router/test_ray_engine.py``
+  checks what a running cluster listens on, where Ray is installed).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ def _ray_options(tally: Tally) -> None:
     attached = init_options(local=False)
     tally.expect(attached.get("include_dashboard") is False,
                  f"attaching to a cluster starts a dashboard: {attached}")
+    # Ray takes a node address of 127.0.0.1 for the reachable one unless clusters are off
+    environment = getattr(RayConfig, "local_environment", lambda: {})()
+    tally.expect(environment.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") == "0",
+                 f"a local Ray cluster's processes listen on every interface: {environment}")
 
 
 def probe(tmp: Path) -> Tally:

@@ -61,14 +61,19 @@ def test_ray_runs_no_dashboard_and_a_local_cluster_listens_on_loopback() -> None
     assert local["dashboard_host"] == "127.0.0.1" and local["_node_ip_address"] == "127.0.0.1"
     attached = RayConfig().init_options(local=False)  # an existing cluster keeps its addresses
     assert attached == {"include_dashboard": False}
+    # without this Ray swaps 127.0.0.1 for the machine's reachable address
+    assert RayConfig.local_environment() == {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def test_the_ray_engine_passes_them_to_ray_init() -> None:
     """router.ray_serve gives ray.init what init_options says (read from its source: Ray
     may not be installed; tests/router/test_ray_engine.py runs a cluster where it is)."""
-    source = (Path(__file__).resolve().parents[2] / "router" / "ray_serve.py").read_text()
+    root = Path(__file__).resolve().parents[2] / "router"
+    source = (root / "ray_serve.py").read_text()
     assert source.count("init_options(local=") == 2
     assert "include_dashboard=True" not in source
+    assert "local_environment()" in source
+    assert "local_environment()" in (root / "cli.py").read_text()
 
 
 def test_probe_is_clean(tmp_path: Path) -> None:
