@@ -22,10 +22,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from router.config import Config, is_loopback
 from router.errors import (
+    BadRequest,
     ComplementError,
+    Forbidden,
     PayloadTooLarge,
     RequestTimeout,
     Unauthorized,
+    UnsupportedMediaType,
     error_response,
     install_handlers,
 )
@@ -113,54 +116,131 @@ class HeadersMiddleware:
                              float(state.get("complement_cost_usd") or 0))
 
 
+#: Methods that change state: each needs ``Content-Type: application/json`` (issue 41, F7).
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class GuardMiddleware:
-    """API keys, the body-size limit and the body's read timeout, checked before any
-    endpoint code runs."""
+    """What is checked before any endpoint code runs: the API key; on a server without
+    keys, the ``Host`` and ``Origin`` headers (DNS rebinding, cross-site requests); a JSON
+    content type on every state-changing request; the body's size, its stalls and its
+    whole-body deadline.
+
+    Cross-site requests (issue 41, F7). A web page can make a browser send a "simple"
+    request anywhere — a form POST, or a ``fetch`` with a ``text/plain`` body — without
+    asking the server first; a ``Content-Type: application/json`` request it can only send
+    to its own origin (anything else needs a CORS preflight, which this server never
+    grants). So every POST, PUT, PATCH and DELETE must say ``application/json`` (with any
+    parameters), a body-less one too (``POST /v1/tab/canary/promote``): 415 otherwise.
+    This holds with API keys as well, so a client works the same against any server.
+    Without API keys (loopback only), a page could also reach the server under a name of
+    its own that resolves to 127.0.0.1 (DNS rebinding), so the ``Host`` must name the
+    server — a loopback name or address (``localhost``, ``127.0.0.1``, ``[::1]``), the
+    address the connection came in on, ``server.host`` or one of ``server.allowed_hosts``
+    (400 otherwise); any port, as SSH and editor port forwards change it — and an
+    ``Origin``, when sent, must be the server's own (``http://`` or ``https://`` and the
+    ``Host`` the request came with; 403 otherwise). With API keys the bearer token is the
+    defence (a page can neither read it nor send it cross-site), and any host name is
+    answered, as a server behind a load balancer must be."""
 
     def __init__(self, app: ASGIApp, api_keys: list[str], max_body_bytes: int,
-                 body_timeout_s: float = 30.0) -> None:
+                 body_timeout_s: float = 30.0, body_deadline_s: float = 60.0,
+                 host: str = "127.0.0.1", allowed_hosts: list[str] | None = None) -> None:
         self.app = app
         self.api_keys = [k.encode() for k in api_keys]
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.body_deadline_s = body_deadline_s
+        self.host_names = {_host_name(h) for h in [host, *(allowed_hosts or [])] if h}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.api_keys and scope["path"] not in OPEN_PATHS and not self._authorised(scope):
-            await _send_error(send, Unauthorized(
-                "missing or wrong API key: send 'Authorization: Bearer <key>' with a key "
-                "listed under server.api_keys"))
+        headers = dict(scope["headers"])
+        if self.api_keys:
+            authorised = self._authorised(headers)
+            if scope["path"] not in OPEN_PATHS and not authorised:
+                await _send_error(send, Unauthorized(
+                    "missing or wrong API key: send 'Authorization: Bearer <key>' with a key "
+                    "listed under server.api_keys"))
+                return
+        else:
+            refusal = self._cross_site(scope, headers)
+            if refusal is not None:
+                await _send_error(send, refusal)
+                return
+            authorised = True  # no keys: loopback only, and the checks above passed
+        scope.setdefault("state", {})["complement_authorised"] = authorised
+        if scope["method"] in STATE_CHANGING and not _is_json(headers.get(b"content-type")):
+            await _send_error(send, UnsupportedMediaType(
+                f"{scope['method']} {scope['path']} needs 'Content-Type: application/json' "
+                f"(got {_shown(headers.get(b'content-type'))}), a request without a body "
+                "too; e.g. curl -H 'content-type: application/json' -d '{}'"))
             return
-        declared = dict(scope["headers"]).get(b"content-length")
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await _send_error(send, self._too_large())
             return
         await self.app(scope, self._counting(receive), send)
 
-    def _authorised(self, scope: Scope) -> bool:
-        header = dict(scope["headers"]).get(b"authorization", b"")
+    def _authorised(self, headers: dict[bytes, bytes]) -> bool:
+        header = headers.get(b"authorization", b"")
         scheme, _, token = header.partition(b" ")
         if scheme.lower() != b"bearer":
             return False
         return any(hmac.compare_digest(token.strip(), key) for key in self.api_keys)
+
+    def _cross_site(self, scope: Scope, headers: dict[bytes, bytes]) -> ComplementError | None:
+        """Why a request to a server without keys is refused (a foreign ``Host`` or
+        ``Origin``), or None."""
+        host = headers.get(b"host")
+        if host is not None:
+            name = _host_name(host.decode("latin-1"))
+            server = scope.get("server") or (None, None)
+            if not (is_loopback(name) or name in self.host_names
+                    or (server[0] is not None and name == _host_name(str(server[0])))):
+                return BadRequest(
+                    f"Host {_shown(host)} is not a name of this server, which has no API keys "
+                    "and so answers only to loopback names (localhost, 127.0.0.1, [::1]) and "
+                    "server.host; a name of your own that points here goes under "
+                    "server.allowed_hosts", code="host_not_allowed")
+        origin = headers.get(b"origin")
+        if origin is not None:
+            scheme, _, rest = origin.decode("latin-1").strip().lower().partition("://")
+            own = host.decode("latin-1").strip().lower() if host is not None else None
+            if scheme not in ("http", "https") or not rest or rest != own:
+                return Forbidden(
+                    f"Origin {_shown(origin)} is not this server's own (http://"
+                    f"{own or 'its host'}): a server without API keys refuses requests from "
+                    "other sites' pages. Call it from its own page, or from a client that "
+                    "sends no Origin, or set server.api_keys", code="cross_origin")
+        return None
 
     def _too_large(self) -> PayloadTooLarge:
         return PayloadTooLarge(f"the request body is over the limit of {self.max_body_bytes} "
                                "bytes (server.max_body_bytes)")
 
     def _counting(self, receive: Receive) -> Receive:
+        """``receive`` with the body's limits: its size, a stall of ``body_timeout_s`` and
+        a deadline of ``body_deadline_s`` for the whole of it, from its headers."""
         seen = 0
         done = False
+        deadline = time.monotonic() + self.body_deadline_s
 
         async def wrapped() -> Message:
             nonlocal seen, done
             if done:  # the body is in; what follows is a wait for the disconnect
                 return await receive()
+            left = deadline - time.monotonic()
             try:
-                message = await _within(self.body_timeout_s, receive())
+                message = await _within(min(self.body_timeout_s, max(left, 0.0)), receive())
             except asyncio.TimeoutError:
+                if left <= self.body_timeout_s:
+                    raise RequestTimeout(
+                        f"the request body did not arrive whole within "
+                        f"{self.body_deadline_s:g}s (server.body_deadline_s); send it "
+                        "faster, or in several requests") from None
                 raise RequestTimeout(f"the request body stalled for {self.body_timeout_s:g}s "
                                      "(server.body_timeout_s); send it whole") from None
             if message["type"] == "http.request":
@@ -173,6 +253,33 @@ class GuardMiddleware:
             return message
 
         return wrapped
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header (or a configured host), lower case, without its port
+    or a trailing dot; IPv6 addresses keep their brackets off (``[::1]:80`` -> ``::1``)."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        name = host[1:host.find("]")] if "]" in host else host[1:]
+    elif host.count(":") == 1:
+        name = host.partition(":")[0]
+    else:
+        name = host  # a bare name, or a bare IPv6 address (a configured host)
+    return name.rstrip(".")
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    """``application/json``, with any parameters (``; charset=utf-8``)."""
+    if content_type is None:
+        return False
+    return content_type.split(b";", 1)[0].strip().lower() == b"application/json"
+
+
+def _shown(value: bytes | None) -> str:
+    if value is None:
+        return "none"
+    text = value.decode("latin-1")
+    return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
 async def _within(seconds: float, awaitable: Awaitable[Message]) -> Message:
@@ -310,7 +417,9 @@ def create_app(config: Config, *, registry: Registry | None = None,
     app.add_middleware(TabFastLane)  # innermost: inside the guard and the headers
     app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
                        max_body_bytes=config.server.max_body_bytes,
-                       body_timeout_s=config.server.body_timeout_s)
+                       body_timeout_s=config.server.body_timeout_s,
+                       body_deadline_s=config.server.body_deadline_s,
+                       host=config.server.host, allowed_hosts=config.server.allowed_hosts)
     # outermost: the guard's 401 and 413 get the headers too
     app.add_middleware(HeadersMiddleware, metrics=app.state.metrics)
     return app

@@ -62,8 +62,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"complement: serving on http://{config.server.host}:{config.server.port} "
           f"(routes: {', '.join(config.routes) or 'none'}; specialists: "
           f"{', '.join(config.specialists) or 'none'}; workers: {args.workers})", flush=True)
+    from router.serving import uvicorn_options
+
+    # the header deadline, keep-alive and protocol options every test and benchmark serves with
     common = dict(host=config.server.host, port=config.server.port, log_level=args.log_level,
-                  access_log=args.log_level == "debug")
+                  access_log=args.log_level == "debug", **uvicorn_options(config))
     if args.workers > 1:  # each worker process re-reads the (validated) config file
         os.environ["COMPLEMENT_CONFIG"] = str(Path(args.config or default_config_path())
                                               .resolve())
@@ -77,6 +80,9 @@ def _serve_ray(args: argparse.Namespace, config: "Config") -> int:
     if args.workers > 1:
         raise ConfigError("--workers is for the single-process engine; with --engine ray set "
                           "replicas under engine.ray.deployments (and engine.ray.ingress)")
+    if not (args.ray_address or config.engine.ray.address or os.environ.get("RAY_ADDRESS")):
+        # a local cluster, this machine's alone: its ports on 127.0.0.1 (read at import)
+        os.environ.update(config.engine.ray.local_environment())
     try:
         from router.ray_serve import serve_ray
     except ModuleNotFoundError as exc:

@@ -55,8 +55,24 @@ class ServerConfig(_Strict):
     """Accepted bearer tokens. Empty means no auth, which is allowed on loopback only."""
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
     body_timeout_s: float = Field(30.0, gt=0)
-    """How long a request body may stall before the answer is 408: a client that stops
-    sending mid-body would otherwise hold its connection (and the request) forever."""
+    """How long a request body may stall (no bytes at all) before the answer is 408: a
+    client that stops sending mid-body would otherwise hold its connection forever."""
+    body_deadline_s: float = Field(60.0, gt=0)
+    """How long the whole request body may take, counted from its headers, however it
+    trickles in (a byte every second never stalls): past it the answer is 408."""
+    header_timeout_s: float = Field(10.0, gt=0)
+    """How long a connection may take to send a request's headers (from its start, or from
+    its last response); past it the connection is closed (``router.serving``)."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Host names, besides loopback ones and ``host``, that a server without API keys
+    answers to (the ``Host`` header), e.g. a name in /etc/hosts for 127.0.0.1. With API
+    keys the key is the check and any host name is answered."""
+    max_files_per_request: int = Field(200, ge=1)
+    """Files one ``POST /v1/apply`` (``files``) or ``POST /v1/edit`` (``texts``, ``files``)
+    may carry; more is a 413 naming this key."""
+    max_text_bytes_per_request: int = Field(2 * 1024 * 1024, ge=1)
+    """UTF-8 bytes of file text (originals and sketches, inline ``texts``) one
+    ``POST /v1/apply`` or ``POST /v1/edit`` may carry; more is a 413 naming this key."""
 
     @model_validator(mode="after")
     def _keys_off_loopback(self) -> "ServerConfig":
@@ -331,6 +347,26 @@ class RayConfig(_Strict):
     deployments: dict[str, RayDeploymentConfig] = Field(default_factory=dict)
     """Per specialist (by its name under ``specialists:``); unnamed ones get one replica."""
     app_name: str = Field("complement", pattern=r"^[A-Za-z0-9_-]+$")
+
+    def init_options(self, *, local: bool) -> dict[str, Any]:
+        """``ray.init``'s keyword arguments for what listens where: never a dashboard (it
+        takes job submissions and shows every actor's logs, with no authentication), and a
+        ``local`` cluster (started by ``complement serve --engine ray``, this machine's
+        alone) with its node address, and so its processes' ports, on 127.0.0.1. A cluster
+        that is attached to keeps its own addresses."""
+        options: dict[str, Any] = {"include_dashboard": False}
+        if local:
+            options.update(dashboard_host="127.0.0.1", _node_ip_address="127.0.0.1")
+        return options
+
+    @staticmethod
+    def local_environment() -> dict[str, str]:
+        """Environment for a local cluster, set before ``ray`` is imported (Ray reads it
+        then, and its processes inherit it). Ray takes a node address of 127.0.0.1 for the
+        machine's reachable one, and its GCS, raylet, agents and workers listen on all
+        interfaces, unless clusters are off: Ray's single-machine mode (the default on
+        macOS and Windows), where every one of them listens on 127.0.0.1."""
+        return {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 class EngineConfig(_Strict):

@@ -4,7 +4,8 @@
     ├── ConfigError                      (CLI exit 2; never reaches HTTP)
     ├── BadRequest                       400 invalid_request_error
     │   ├── PayloadTooLarge              413 invalid_request_error
-    │   └── RequestTimeout               408 invalid_request_error
+    │   ├── RequestTimeout               408 invalid_request_error
+    │   └── UnsupportedMediaType         415 invalid_request_error
     ├── ClientClosedRequest              499 client_closed_request (nobody reads it)
     ├── Unauthorized                     401 authentication_error
     ├── Forbidden                        403 permission_error
@@ -30,7 +31,7 @@ Specialists raise their own types (``specialists.base``), which know nothing of 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from specialists.base import (
     ConflictError,
@@ -64,6 +65,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnknownRoute",
+    "UnsupportedMediaType",
     "from_specialist",
     "install_handlers",
 ]
@@ -110,6 +112,14 @@ class PayloadTooLarge(BadRequest):
 class RequestTimeout(BadRequest):
     status_code = 408
     code = "request_timeout"
+
+
+class UnsupportedMediaType(BadRequest):
+    """A state-changing request without ``Content-Type: application/json`` (a browser's
+    cross-site form or ``text/plain`` fetch is one: issue 41, F7)."""
+
+    status_code = 415
+    code = "unsupported_media_type"
 
 
 class ClientClosedRequest(ComplementError):
@@ -246,7 +256,10 @@ def install_handlers(app: "FastAPI") -> None:
         error = ComplementError(str(exc.detail))
         error.status_code = exc.status_code
         error.error_type = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return error_response(error)
+        if exc.status_code == 405 and exc.headers and "Allow" in exc.headers:
+            error.message = (f"{request.method} is not allowed on {request.url.path}; "
+                             f"it answers {exc.headers['Allow']}")
+        return error_response(error, headers=exc.headers)  # a 405's Allow among them
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -272,9 +285,14 @@ def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:
                       f"{column} (char {pos})")
 
 
-def error_response(exc: ComplementError) -> Any:
-    """``exc`` as a JSON response in OpenAI's error shape."""
+def error_response(exc: ComplementError, headers: Mapping[str, str] | None = None) -> Any:
+    """``exc`` as a JSON response in OpenAI's error shape, with ``headers``. A 408 or 413
+    closes the connection: the rest of that request's body is not going to be read."""
     from fastapi.responses import JSONResponse
 
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
-    return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=headers)
+    out = dict(headers or {})
+    if exc.status_code == 401:
+        out["WWW-Authenticate"] = "Bearer"
+    if exc.status_code in (408, 413):
+        out["Connection"] = "close"
+    return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=out or None)

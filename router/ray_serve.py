@@ -538,11 +538,11 @@ def _start_ray(config: Config, address: str | None) -> bool:
     # nothing leaves the machine at run time: Ray's usage statistics are reported to its
     # makers unless turned off (a user may still turn them on with the variable set to 1)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    common = dict(namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
-                  logging_level=logging.WARNING)
+    common = dict(namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING)
     if address:
         try:
-            ray.init(address=address, **common)  # type: ignore[arg-type]
+            ray.init(address=address, **common,  # type: ignore[arg-type]
+                     **cfg.init_options(local=False))
         except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ConfigError(
@@ -551,10 +551,25 @@ def _start_ray(config: Config, address: str | None) -> bool:
                 "and its token in ~/.ray/auth_token or RAY_AUTH_TOKEN") from None
         return False
     os.environ.pop("RAY_ADDRESS", None)
+    _single_machine(cfg)
+    # a local cluster is this machine's alone: no dashboard, its ports on 127.0.0.1
     ray.init(address="local", num_cpus=cfg.num_cpus or _logical_cpus(config),
              object_store_memory=cfg.object_store_mb * 1024 * 1024,
-             **common)  # type: ignore[arg-type]
+             **common, **cfg.init_options(local=True))  # type: ignore[arg-type]
     return True
+
+
+def _single_machine(cfg: Any) -> None:
+    """Ray's single-machine mode for a local cluster (``RayConfig.local_environment``):
+    ``complement serve`` sets it before Ray is imported; a caller that imported Ray first
+    gets it here, for this process and the cluster's (they inherit the environment)."""
+    os.environ.update(cfg.local_environment())
+    try:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False  # what the variable sets, read at import
+    except (ImportError, AttributeError):  # another Ray: the variable alone
+        log.warning("ray: could not keep the local cluster on 127.0.0.1 in this process")
 
 
 def serve_ray(config: Config, *, address: str | None = None, log_level: str = "info") -> int:

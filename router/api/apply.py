@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.jsonbody import JSONRoute
+from router.errors import PayloadTooLarge
 from router.registry import uses
 from specialists.base import Specialist
 
-__all__ = ["ApplyFile", "ApplyRequest", "apply_response", "router"]
+__all__ = ["ApplyFile", "ApplyRequest", "apply_response", "check_request_size", "router"]
 
 router = APIRouter(tags=["apply"], route_class=JSONRoute)
 
@@ -39,13 +40,36 @@ class ApplyRequest(BaseModel):
     files: Optional[list[ApplyFile]] = None
 
 
+def check_request_size(server: Any, endpoint: str, files: int, texts: list[str]) -> None:
+    """A 413 naming the limit and its key when one ``/v1/apply`` or ``/v1/edit`` request
+    carries more files, or more bytes of file text, than ``server:`` allows (issue 41,
+    F9: 20,000 files in one request kept a worker busy for half a minute)."""
+    if files > server.max_files_per_request:
+        raise PayloadTooLarge(
+            f"{endpoint} takes at most {server.max_files_per_request} files a request "
+            f"(server.max_files_per_request); this one has {files}: send them in several "
+            "requests", param="files", code="too_many_files")
+    size = 0
+    for text in texts:
+        size += len(text.encode("utf-8", "surrogatepass"))
+        if size > server.max_text_bytes_per_request:
+            raise PayloadTooLarge(
+                f"{endpoint} takes at most {server.max_text_bytes_per_request} bytes of "
+                "file text a request (server.max_text_bytes_per_request); this one has more: "
+                "send the files in several requests", param="files", code="too_much_text")
+
+
 @router.post("/v1/apply")
-def apply_endpoint(body: ApplyRequest,
+def apply_endpoint(body: ApplyRequest, request: Request,
                    applier: Specialist = Depends(uses("apply"))) -> dict[str, Any]:
     """Merge each sketch; ``status`` is ``applied`` only when every file applied."""
+    server = request.app.state.config.server
     if body.files is not None:
+        check_request_size(server, "POST /v1/apply", len(body.files),
+                           [t for f in body.files for t in (f.original, f.sketch)])
         payload: dict[str, Any] = {"files": [f.model_dump() for f in body.files]}
     else:
+        check_request_size(server, "POST /v1/apply", 1, [body.original or "", body.sketch or ""])
         payload = body.model_dump(exclude={"files"})
     return apply_response(applier.answer(payload))
 

@@ -29,6 +29,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from router.api.apply import check_request_size
 from router.api.jsonbody import JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
@@ -102,6 +103,8 @@ async def edit(body: EditBody, request: Request,
     only) run sandboxed in a scratch copy; without the sandbox tool they fail closed."""
     from router.edit import EditRequest
 
+    check_request_size(request.app.state.config.server, "POST /v1/edit",
+                       len(set(body.files) | set(body.texts)), list(body.texts.values()))
     if body.write and not body.repo:
         raise BadRequest("write needs repo: the directory the files are written into",
                          param="write")

@@ -51,13 +51,22 @@ def readiness(registry: Any) -> tuple[str, dict[str, Any]]:
 
 @router.get("/readyz", response_model=None)
 async def readyz(request: Request) -> Response:
-    """200 only when every configured specialist answers; 503 while any loads or failed."""
+    """200 only when every configured specialist answers; 503 while any loads or failed.
+
+    It needs no API key (a load balancer asks it), so without a valid key it says only
+    the status: each specialist's health names files on the server (checkpoints, indexes)
+    and its workers. With a valid key, or on a server without keys (loopback only, its
+    ``Host`` checked: ``router.app.GuardMiddleware``), every specialist's health too."""
     registry = getattr(request.app.state, "registry", None)
+    detail = bool(getattr(request.state, "complement_authorised", False))
     if registry is None:
-        return JSONResponse({"status": "loading", "specialists": {}}, status_code=503)
-    status, specialists = readiness(registry)
-    return JSONResponse({"status": status, "specialists": specialists},
-                        status_code=200 if status == "ready" else 503)
+        status, specialists = "loading", {}
+    else:
+        status, specialists = readiness(registry)
+    body: dict[str, Any] = {"status": status}
+    if detail:
+        body["specialists"] = specialists
+    return JSONResponse(body, status_code=200 if status == "ready" else 503)
 
 
 @router.get("/metrics")

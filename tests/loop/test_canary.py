@@ -22,6 +22,8 @@ from specialists.tab.specialist import in_canary
 from tests.loop.test_loop import served  # noqa: F401  (the fixture: a real server over HTTP)
 
 REPO = Path(__file__).resolve().parents[2]
+#: a body-less POST still says its content type (the server refuses others: issue 41, F7)
+JSON = {"content-type": "application/json"}
 
 
 def test_assignment_is_stable_independent_and_near_the_share() -> None:
@@ -121,10 +123,10 @@ def test_a_canary_serves_its_share_by_session_and_logs_its_version(
     assert httpx.post(f"{url}/v1/tab/canary", json={"version": v, "share": 0.3}).status_code == 409
     assert httpx.post(f"{url}/v1/tab/canary", json={"version": 999, "share": 0.3}).status_code == 404
     assert httpx.post(f"{url}/v1/tab/canary", json={"version": c, "share": 1.0}).status_code == 400
-    assert httpx.post(f"{url}/v1/tab/canary/abort").json()["aborted"] == c
+    assert httpx.post(f"{url}/v1/tab/canary/abort", headers=JSON).json()["aborted"] == c
     assert store.canary() is None
     assert set().union(*_type_and_accept(url, sessions=False).values()) == {v}
-    assert httpx.post(f"{url}/v1/tab/canary/promote").status_code == 409
+    assert httpx.post(f"{url}/v1/tab/canary/promote", headers=JSON).status_code == 409
 
     # a deploy ends a running canary (it was measured against the version it replaces)
     assert httpx.post(f"{url}/v1/tab/canary", json={"version": c, "share": 0.5}).status_code == 200

@@ -111,7 +111,8 @@ def test_workers_follow_a_canary_and_assign_each_session_alike(tiny_checkpoint: 
             time.sleep(0.2)
         assert on_two == on_one, "the other worker did not follow the canary, or split otherwise"
 
-        assert httpx.post(f"{two}/v1/tab/canary/abort", timeout=60).status_code == 200
+        assert httpx.post(f"{two}/v1/tab/canary/abort", timeout=60,
+                          headers={"content-type": "application/json"}).status_code == 200
         deadline = time.monotonic() + 10
         while set(versions(one)) != {first} and time.monotonic() < deadline:
             time.sleep(0.2)

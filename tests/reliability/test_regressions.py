@@ -151,7 +151,7 @@ def test_a_body_that_stalls_is_408_not_a_held_connection(served: str) -> None:
     port = urlsplit(served).port
     for path in ("/v1/apply", "/v1/chat/completions"):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          f"Content-Length: 100\r\n\r\n{{\"orig".encode())
             started = time.monotonic()
             answer = sock.recv(65536)
@@ -189,7 +189,7 @@ def test_a_client_that_hangs_up_mid_body_is_499_not_a_logged_500(
     with caplog.at_level(logging.ERROR):
         for path in ("/v1/chat/completions", "/v1/feedback", "/v1/apply"):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                sock.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
                              "application/json\r\nContent-Length: 100\r\n\r\n{\"mo".encode())
                 time.sleep(0.2)
         time.sleep(0.5)

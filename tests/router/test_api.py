@@ -191,7 +191,8 @@ def test_body_over_limit_is_413(base: str) -> None:
             yield b"y" * 1000
         yield b'"}]}'
 
-    r = httpx.post(f"{base}/v1/chat/completions", content=chunks(), timeout=30)
+    r = httpx.post(f"{base}/v1/chat/completions", content=chunks(), timeout=30,
+                   headers={"content-type": "application/json"})
     assert r.status_code == 413
 
 

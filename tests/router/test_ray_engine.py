@@ -9,6 +9,7 @@ retrieval. Skipped without the ``[ray]`` extra.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -191,6 +192,61 @@ def _exchange(url: str, root: Path) -> list[tuple[int, set[str], str, Any]]:
             out.append((r.status_code, headers, r.headers["x-complement-model"].split("@")[0],
                         _shape(payload)))
     return out
+
+
+def _listening(root: int) -> dict[str, set[str]]:
+    """What the processes under ``root`` (the command and its local cluster) listen on:
+    each address -> the process names, from /proc (no tool needed)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    pids, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        pids.add(pid)
+        todo.extend(children.get(pid, []))
+    owner: dict[str, str] = {}
+    for pid in pids:
+        try:
+            name = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").split("\0")[0]
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:["):
+                    owner[link[8:-1]] = name
+        except OSError:
+            continue
+    found: dict[str, set[str]] = {}
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in owner:  # LISTEN, one of ours
+                continue
+            raw = bytes.fromhex(fields[1].split(":")[0])
+            words = [raw[i:i + 4][::-1] for i in range(0, len(raw), 4)]  # host order
+            address = ipaddress.ip_address(b"".join(words))
+            if getattr(address, "ipv4_mapped", None):
+                address = address.ipv4_mapped
+            found.setdefault(str(address), set()).add(owner[fields[9]])
+    return found
+
+
+def test_the_local_cluster_listens_on_loopback_only(ray_server: dict[str, Any]) -> None:
+    """issue 41: Ray's processes (GCS, raylet, agents, the dashboard's head process,
+    workers) listened on every interface; a local cluster is this machine's alone. One
+    exception Ray leaves no way around: Serve 2.60 binds each replica's inter-deployment
+    gRPC server to ``[::]:0`` in code (``ray/serve/_private/replica.py``); README says so."""
+    found = _listening(ray_server["proc"].pid)
+    assert "127.0.0.1" in found, found  # the cluster's own ports, Serve's HTTP proxy among them
+    outside = {a: names for a, names in found.items() if not ipaddress.ip_address(a).is_loopback}
+    replicas_only = {a: {n for n in names if not n.startswith("ray::ServeReplica:")}
+                     for a, names in outside.items()}
+    assert not any(replicas_only.values()), outside
+    assert set(outside) <= {"::", "0.0.0.0"}, outside
 
 
 def test_specialist_endpoints_answer_as_the_single_process_does(
