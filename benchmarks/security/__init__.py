@@ -21,7 +21,11 @@ PROBES: dict[str, str] = {
     "F2": "f2_empty_host",
     "F3": "f3_edit_writes",
     "F4": "f4_verify_sandbox",
+    "F7": "f7_csrf",
     "F8": "f8_session_seq",
+    "F9": "f9_request_limits",
+    "F10": "f10_slow_clients",
+    "F11": "f11_disclosure",
 }
 
 
