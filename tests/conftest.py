@@ -12,6 +12,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from benchmarks.security.common import free_port, running  # noqa: E402,F401  (one copy)
 from tests.fakes.fake_frontier import FakeFrontier  # noqa: E402
 
 
