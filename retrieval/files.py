@@ -123,8 +123,9 @@ def _gitignore(confined: ConfinedRoot, rel_dir: str) -> object | None:
 
 def scan(root: Path, flt: FileFilter | None = None) -> ScanResult:
     """Walk ``root`` (following no symlink: each directory is opened with ``O_NOFOLLOW``
-    relative to its parent's descriptor) and list the files to index, by ``lstat``. The stat is a hint: ``index.py`` reads each file
-    again without following links and keeps what it read."""
+    relative to its parent's descriptor) and list the files to index, by ``lstat``. The stat
+    is a hint: ``index.py`` reads each file again without following links and keeps what it
+    read."""
     flt = flt or FileFilter()
     result = ScanResult()
     root = root.resolve()

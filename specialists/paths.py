@@ -125,8 +125,11 @@ def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
 
 
 # -- reading without following links ------------------------------------------------------
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | \
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | \
     getattr(os, "O_CLOEXEC", 0)
+# directories only passed through: O_PATH (Linux) needs no read permission on them, only
+# search, as a plain path lookup does; the root itself is opened readable (it is listed)
+_PASS_FLAGS = _DIR_FLAGS | getattr(os, "O_PATH", 0)
 # O_NONBLOCK: a FIFO swapped in must not hang the open; fstat then refuses it
 _FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | \
     getattr(os, "O_NONBLOCK", 0)
@@ -162,10 +165,12 @@ class ConfinedRoot:
         self.fd: int | None = None
         if not _SAFE:
             return
-        fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        parts = self.root.parts[1:]
+        fd = os.open("/", _PASS_FLAGS if parts else _DIR_FLAGS)
         try:
-            for part in self.root.parts[1:]:
-                nxt = _open_at(part, _DIR_FLAGS, fd, str(self.root), param, what)
+            for n, part in enumerate(parts, 1):
+                flags = _DIR_FLAGS if n == len(parts) else _PASS_FLAGS
+                nxt = _open_at(part, flags, fd, str(self.root), param, what)
                 os.close(fd)
                 fd = nxt
         except BaseException:
@@ -203,7 +208,7 @@ class ConfinedRoot:
             dir_fd = self.fd
             try:
                 for part in rel.parts[:-1]:
-                    nxt = _open_at(part, _DIR_FLAGS, dir_fd, raw, param, what)
+                    nxt = _open_at(part, _PASS_FLAGS, dir_fd, raw, param, what)
                     if dir_fd != self.fd:
                         os.close(dir_fd)
                     dir_fd = nxt

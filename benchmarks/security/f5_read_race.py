@@ -2,12 +2,13 @@
 
 The repository holds ``a_target_0.py``... and a package ``pkg/``; beside it, outside every
 root, a secret file and a secret folder. A separate process swaps, as fast as it can, a
-symlink to the secret file in and out of each ``a_target_i.py``'s place (``rename`` over it,
-both ways), and a symlink to the secret folder in and out of ``pkg``'s place. Meanwhile the probe indexes
-the repository over HTTP (``POST /v1/index``) and asks for the secret's words (``POST
-/v1/retrieve``), round after round, and reads ``a_target_0.py`` and ``pkg/mod.py`` through the
-edit workspace (``Workspace.read``, what ``/v1/edit`` reads a request's ``files`` with).
-Every answer holding the secret's text is a leak. Before the fix: 251 of 938 rounds leaked.
+symlink to the secret file in and out of each ``a_target_i.py``'s place (``rename`` over
+it, both ways), and a symlink to the secret folder in and out of ``pkg``'s place.
+Meanwhile the probe indexes the repository over HTTP (``POST /v1/index``) and asks for the
+secret's words (``POST /v1/retrieve``), round after round, then reads ``a_target_0.py``
+and ``pkg/mod.py`` through the edit workspace (``Workspace.read``, what ``/v1/edit`` reads
+a request's ``files`` with). Every answer holding the secret's text is a leak. The issue
+saw 251 of 938 rounds leak; here, before the fix, about 1 in 15 HTTP answers did.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from benchmarks.security.common import Tally, serve
 __all__ = ["probe", "SECONDS"]
 
 SECONDS = 4.0
-"""How long the race runs (the HTTP rounds, then as long again of workspace reads)."""
+"""How long the HTTP rounds run; the workspace reads then run half as long."""
 
 PUBLIC = "def canary_token_lookup(table):\n    return table.get('public')  # {n}\n"
 SECRET = "def canary_token_lookup(table):\n    return '{canary}'  # the secret\n"
 
-# the swapper: its own process, so it races the server on the other core, not for the GIL
-TARGETS = 4
+TARGETS = 4  # files swapped for links
 OTHERS = 150  # files the scan stats after the targets and before it reads them: the window
+# the swapper: its own process, so it races the server on the other core, not for the GIL
 SWAPPER = r"""
 import os, sys, time
 TARGETS = @TARGETS@
