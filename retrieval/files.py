@@ -3,18 +3,33 @@
 A file is skipped, and counted under its reason, when it is binary, not UTF-8, generated,
 vendored, over the size limit or ignored by a ``.gitignore`` (nested ones included).
 Skipping is never fatal: an index of a messy repository still builds.
+
+Hidden files and folders (any name starting with ``.``: ``.git``, ``.ssh``, ``.config``,
+``.docker``, ``.env``) and files named like secrets (``SECRET_PATTERNS``: keys,
+certificates, credentials, ``.netrc``, service-account JSON) are never indexed unless the
+filter says so (``include_hidden``, ``secret_patterns``): what is indexed can be retrieved
+verbatim by anyone who may call the server. The walk follows no symlink, and reads (the
+``.gitignore`` files here, the sources in ``index.py``) open every component with
+``O_NOFOLLOW`` (``specialists.paths.ConfinedRoot``), so a link swapped in after the walk is
+never read through.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
+import stat as stat_mod
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator, Sequence
 
-__all__ = ["FileFilter", "ScanResult", "decode_source", "scan"]
+from specialists.base import SpecialistError
+from specialists.paths import ConfinedRoot
+
+__all__ = ["FileFilter", "SECRET_PATTERNS", "ScanResult", "decode_source", "is_hidden",
+           "is_secret", "scan"]
 
 VENDORED_DIRS = frozenset({
     ".git", ".hg", ".svn", "node_modules", "vendor", "third_party", "third-party",
@@ -37,6 +52,20 @@ TEXT_EXTS = frozenset({
     ".vue", ".svelte", ".tf", ".mk", ".cmake",
 })
 TEXT_NAMES = frozenset({"Makefile", "Dockerfile", "README", "LICENSE", "Rakefile", "Gemfile"})
+SECRET_PATTERNS: tuple[str, ...] = (
+    # environment files, keys and certificates
+    ".env", ".env.*", "*.env", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+    "*.ppk", "*.kdbx", "*.ovpn", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    # credential files of tools
+    "credentials", "credentials.*", "*credentials*.json", ".netrc", "_netrc", ".npmrc",
+    ".pypirc", ".pgpass", ".git-credentials", ".htpasswd", ".dockercfg", "kubeconfig",
+    # cloud service accounts and OAuth clients
+    "*service-account*.json", "*service_account*.json", "*serviceaccount*.json",
+    "client_secret*.json", "application_default_credentials.json", "token.json",
+    "*.tfstate", "*.tfstate.*",
+)
+"""File names (lower-cased, ``fnmatch``) never indexed unless ``FileFilter.secret_patterns``
+replaces the list (``[]`` indexes them)."""
 
 
 @dataclass
@@ -46,6 +75,14 @@ class FileFilter:
     max_file_bytes: int = 1_000_000
     include_text: bool = True
     use_gitignore: bool = True
+    include_hidden: bool = False
+    """Index names starting with ``.`` too (``.git`` and the other vendored ones stay out)."""
+    secret_patterns: Sequence[str] | None = None
+    """File-name globs never indexed; None: ``SECRET_PATTERNS``; empty: none."""
+
+    def secrets(self) -> tuple[str, ...]:
+        patterns = SECRET_PATTERNS if self.secret_patterns is None else self.secret_patterns
+        return tuple(p.lower() for p in patterns)
 
 
 @dataclass
@@ -62,24 +99,37 @@ def _wanted_name(name: str, include_text: bool) -> bool:
     return include_text and (ext in TEXT_EXTS or name in TEXT_NAMES)
 
 
-def _gitignore(dir_path: Path) -> object | None:
-    path = dir_path / ".gitignore"
-    if not path.is_file():
+def is_hidden(name: str) -> bool:
+    """A dot-file or dot-folder (``.env``, ``.ssh``); ``.`` and ``..`` are not names."""
+    return name.startswith(".") and name not in (".", "..")
+
+
+def is_secret(name: str, patterns: Iterable[str] = SECRET_PATTERNS) -> bool:
+    """Is ``name`` (a file's base name) named like a secret (lower-cased glob match)?"""
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, p) for p in patterns)
+
+
+def _gitignore(confined: ConfinedRoot, rel_dir: str) -> object | None:
+    try:  # opened with no link followed; a link, a FIFO or a missing file: no rules
+        data = confined.read(rel_dir + ".gitignore", max_bytes=1_000_000)
+    except (OSError, SpecialistError):
         return None
     import pathspec
 
-    try:
-        lines = path.read_text("utf-8", "replace").splitlines()
-    except OSError:
-        return None
+    lines = data.decode("utf-8", "replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def scan(root: Path, flt: FileFilter | None = None) -> ScanResult:
-    """Walk ``root`` (not following symlinks) and list the files to index, by stat."""
+    """Walk ``root`` (following no symlink: each directory is opened with ``O_NOFOLLOW``
+    relative to its parent's descriptor) and list the files to index, by ``lstat``. The stat
+    is a hint: ``index.py`` reads each file again without following links and keeps what it
+    read."""
     flt = flt or FileFilter()
     result = ScanResult()
     root = root.resolve()
+    secrets = flt.secrets()
     specs: list[tuple[str, object]] = []  # (dir rel path with trailing "/", spec)
 
     def ignored(rel: str, is_dir: bool) -> bool:
@@ -90,57 +140,92 @@ def scan(root: Path, flt: FileFilter | None = None) -> ScanResult:
                     return True
         return False
 
-    for dirpath, dirnames, filenames in _walk(root):
-        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        if flt.use_gitignore:
-            spec = _gitignore(Path(dirpath))
-            if spec is not None:
-                specs.append((rel_dir, spec))
-        keep = []
-        for d in sorted(dirnames):
-            if d in VENDORED_DIRS or d.endswith(".egg-info"):
-                result.skipped["vendored"] += 1
-            elif flt.use_gitignore and ignored(rel_dir + d, True):
-                result.skipped["gitignored"] += 1
-            else:
-                keep.append(d)
-        dirnames[:] = keep
-        for name in sorted(filenames):
-            rel = rel_dir + name
-            full = os.path.join(dirpath, name)
-            if not _wanted_name(name, flt.include_text):
-                result.skipped["unsupported"] += 1
-                continue
-            if GENERATED_NAMES.search(name):
-                result.skipped["generated"] += 1
-                continue
-            if flt.use_gitignore and ignored(rel, False):
-                result.skipped["gitignored"] += 1
-                continue
-            try:
-                st = os.lstat(full)
-            except OSError:
-                result.skipped["unreadable"] += 1
-                continue
-            if not _is_regular(st):
-                result.skipped["symlink_or_special"] += 1
-                continue
-            if st.st_size > flt.max_file_bytes:
-                result.skipped["oversized"] += 1
-                continue
-            result.files[rel] = st
+    with ConfinedRoot(root) as confined:
+        for rel_dir, dirnames, filenames, dir_fd in _walk(confined):
+            if flt.use_gitignore and ".gitignore" in filenames:
+                spec = _gitignore(confined, rel_dir)
+                if spec is not None:
+                    specs.append((rel_dir, spec))
+            keep = []
+            for d in sorted(dirnames):
+                if d in VENDORED_DIRS or d.endswith(".egg-info"):
+                    result.skipped["vendored"] += 1
+                elif is_hidden(d) and not flt.include_hidden:
+                    result.skipped["hidden"] += 1
+                elif flt.use_gitignore and ignored(rel_dir + d, True):
+                    result.skipped["gitignored"] += 1
+                else:
+                    keep.append(d)
+            dirnames[:] = keep
+            for name in sorted(filenames):
+                rel = rel_dir + name
+                if is_hidden(name) and not flt.include_hidden:
+                    result.skipped["hidden"] += 1
+                    continue
+                if secrets and is_secret(name, secrets):
+                    result.skipped["secret"] += 1
+                    continue
+                if not _wanted_name(name, flt.include_text):
+                    result.skipped["unsupported"] += 1
+                    continue
+                if GENERATED_NAMES.search(name):
+                    result.skipped["generated"] += 1
+                    continue
+                if flt.use_gitignore and ignored(rel, False):
+                    result.skipped["gitignored"] += 1
+                    continue
+                try:
+                    st = os.stat(name if dir_fd is not None else os.path.join(
+                        confined.root, rel), dir_fd=dir_fd, follow_symlinks=False)
+                except OSError:
+                    result.skipped["unreadable"] += 1
+                    continue
+                if not stat_mod.S_ISREG(st.st_mode):
+                    result.skipped["symlink_or_special"] += 1
+                    continue
+                if st.st_size > flt.max_file_bytes:
+                    result.skipped["oversized"] += 1
+                    continue
+                result.files[rel] = st
     return result
 
 
-def _is_regular(st: os.stat_result) -> bool:
-    import stat as stat_mod
-
-    return stat_mod.S_ISREG(st.st_mode)
+_DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
 
 
-def _walk(root: Path) -> Iterator[tuple[str, list[str], list[str]]]:
-    yield from os.walk(root, followlinks=False)
+def _walk(confined: ConfinedRoot) -> Iterator[tuple[str, list[str], list[str], int | None]]:
+    """Top-down like ``os.walk``: (rel dir with a trailing "/" or "", dirnames, filenames,
+    the directory's descriptor). Only real directories are descended into, each opened
+    with ``O_NOFOLLOW`` from its parent's descriptor; links and special files are listed
+    with the files (``scan`` skips them). Without descriptors (not POSIX), ``os.walk``."""
+    if confined.fd is None:
+        for dirpath, dirnames, filenames in os.walk(confined.root, followlinks=False):
+            rel = os.path.relpath(dirpath, confined.root).replace(os.sep, "/")
+            yield ("" if rel == "." else rel + "/"), dirnames, filenames, None
+        return
+    yield from _walk_fd(confined.fd, "")
+
+
+def _walk_fd(dir_fd: int, rel_dir: str) -> Iterator[tuple[str, list[str], list[str], int]]:
+    dirnames, filenames = [], []
+    try:
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                (dirnames if entry.is_dir(follow_symlinks=False) else filenames).append(
+                    entry.name)
+    except OSError:
+        return
+    yield rel_dir, dirnames, filenames, dir_fd
+    for name in dirnames:
+        try:
+            sub = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:  # swapped for a link or a file since the listing: not walked
+            continue
+        try:
+            yield from _walk_fd(sub, rel_dir + name + "/")
+        finally:
+            os.close(sub)
 
 
 def decode_source(data: bytes) -> tuple[str | None, str | None]:

@@ -35,6 +35,8 @@ from retrieval.files import FileFilter, decode_source, scan
 from retrieval.fusion import linear_fusion, rrf_fusion
 from retrieval.lexical import BM25Index, Vocabulary, split_identifier, tokenize
 from retrieval.merkle import FileState, Tree, diff_trees, hash_bytes
+from specialists.base import SpecialistError
+from specialists.paths import ConfinedRoot
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,7 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = ["FORMAT_VERSION", "Filters", "Hit", "Index", "IndexConfig", "RefreshStats"]
 
-FORMAT_VERSION = 2
+#: 3: hidden and secret-named files are no longer indexed (``files.py``); an index of an
+#: older version may hold them, so it is dropped and rebuilt rather than searched
+FORMAT_VERSION = 3
 log = logging.getLogger(__name__)
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -59,6 +63,10 @@ class IndexConfig:
     max_file_bytes: int = 1_000_000
     include_text: bool = True
     use_gitignore: bool = True
+    #: index dot-files and dot-folders too (``.git`` and the other vendored ones stay out)
+    include_hidden: bool = False
+    #: file-name globs never indexed; None: ``retrieval.files.SECRET_PATTERNS``; [] none
+    secret_patterns: list[str] | None = None
     #: extra copies of a chunk's symbol-name words in its BM25 document (a name field)
     symbol_boost: int = 1
     #: above this many chunks the dense index is approximate (FAISS IVF), else exact
@@ -314,10 +322,20 @@ class Index:
             log.warning("%s", stats.notice)
             self.tree = Tree()
         cfg = self.config
-        found = scan(root, FileFilter(cfg.max_file_bytes, cfg.include_text, cfg.use_gitignore))
-        new_tree, contents = self._hash_files(root, found.files, stats)
-        added, changed, removed = diff_trees(self.tree, new_tree)
+        found = scan(root, FileFilter(cfg.max_file_bytes, cfg.include_text, cfg.use_gitignore,
+                                      cfg.include_hidden, cfg.secret_patterns))
         stats.files_seen = len(found.files)
+        # every read opens each component with O_NOFOLLOW: a file swapped for a link since
+        # the scan (to a secret outside the repository) is skipped, never read through
+        with ConfinedRoot(root) as confined:
+            new_tree, contents = self._hash_files(confined, found.files, stats, found.skipped)
+            return self._update(root, confined, found.skipped, new_tree, contents, stats, t0,
+                                progress)
+
+    def _update(self, root: Path, confined: ConfinedRoot, scan_skips: Counter[str],
+                new_tree: Tree, contents: dict[str, bytes], stats: RefreshStats, t0: float,
+                progress: Progress | None) -> RefreshStats:
+        added, changed, removed = diff_trees(self.tree, new_tree)
         stats.files_added, stats.files_changed, stats.files_removed = len(added), len(changed), len(removed)
         if not (added or changed or removed) and self.repo == str(root) and self.notice is None:
             stats.chunks_total = len(self.chunks)
@@ -328,11 +346,11 @@ class Index:
         keep = [i for i, c in enumerate(self.chunks) if c.path not in dropped and c.path in new_tree.files]
         for path in dropped:
             self.file_skips.pop(path, None)
-        new_chunks = self._chunk_files(root, sorted(added + changed), contents, progress)
+        new_chunks = self._chunk_files(confined, sorted(added + changed), contents, progress)
         self._assemble(keep, new_chunks, stats, progress)
         self.tree = new_tree
         self.repo = str(root)
-        self.scan_skips = dict(found.skipped)
+        self.scan_skips = dict(scan_skips)
         self.notice = None
         self._build_search()
         self.save()
@@ -341,26 +359,35 @@ class Index:
         stats.seconds = time.perf_counter() - t0
         return stats
 
-    def _hash_files(self, root: Path, files: dict[str, os.stat_result],
-                    stats: RefreshStats) -> tuple[Tree, dict[str, bytes]]:
-        """New Merkle leaves: reuse a stored hash when size and mtime are unchanged."""
+    def _hash_files(self, confined: ConfinedRoot, files: dict[str, os.stat_result],
+                    stats: RefreshStats, skipped: Counter[str]) -> tuple[Tree, dict[str, bytes]]:
+        """New Merkle leaves: reuse a stored hash when size and mtime are unchanged. What is
+        kept is what was read (its stat from the open file), never what the scan saw."""
         tree = Tree()
         contents: dict[str, bytes] = {}
-        for rel, st in files.items():
+        limit = self.config.max_file_bytes
+        for rel, scanned in files.items():
             old = self.tree.files.get(rel)
-            if old is not None and old.same_stat(st):
+            if old is not None and old.same_stat(scanned):
                 tree.files[rel] = old
                 continue
             try:
-                data = (root / rel).read_bytes()
+                data, st = confined.fetch(rel, max_bytes=limit)
+            except SpecialistError:  # a link or a special file swapped in since the scan
+                skipped["symlink_or_special"] += 1
+                continue
             except OSError:
+                skipped["unreadable"] += 1
+                continue
+            if len(data) > limit:
+                skipped["oversized"] += 1
                 continue
             stats.files_read += 1
             contents[rel] = data
             tree.files[rel] = FileState(st.st_size, st.st_mtime_ns, hash_bytes(data))
         return tree, contents
 
-    def _chunk_files(self, root: Path, paths: list[str], contents: dict[str, bytes],
+    def _chunk_files(self, confined: ConfinedRoot, paths: list[str], contents: dict[str, bytes],
                      progress: Progress | None) -> list[Chunk]:
         cfg = self.config
         chunker = Chunker(cfg.max_chunk_chars, cfg.min_chunk_chars, cfg.window_lines)
@@ -369,8 +396,8 @@ class Index:
             data = contents.get(path)
             if data is None:
                 try:
-                    data = (root / path).read_bytes()
-                except OSError:
+                    data = confined.read(path, max_bytes=cfg.max_file_bytes)
+                except (OSError, SpecialistError):
                     self.file_skips[path] = "unreadable"
                     continue
             text, reason = decode_source(data)

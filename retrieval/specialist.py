@@ -10,10 +10,15 @@ Config block (``options`` are constructor arguments)::
           index_dir: ~/.complement/indexes
           embedder: static              # or minilm, or a model directory
           index: {fusion: linear, dense_weight: 0.3}   # any IndexConfig field
+          include_hidden: false         # dot-files and dot-folders stay out of the index
+          secret_patterns: null         # null: retrieval.files.SECRET_PATTERNS; [] none
 
 Paths given to ``index`` are checked against ``allowed_root`` by ``specialists.paths.
 resolve_repo`` (the one check ``/v1/edit`` uses too): ``..`` components, paths outside it
-and symlinks that resolve outside it are refused with ``ForbiddenError`` (403 over HTTP).
+and symlinks that resolve outside it are refused with ``ForbiddenError`` (403 over HTTP),
+and so is a path through a dot-folder below it unless ``include_hidden`` is set. An
+``allowed_root`` of ``/``, the home directory or a folder holding it is refused at load
+(``OptionsError``): its dot-folders hold keys and credentials.
 Callers that confined a repository themselves (the edit pipeline, against its own allowed
 roots) use ``search_repo``.
 """
@@ -27,21 +32,36 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from pydantic import field_validator
+
 from specialists.base import (
     ForbiddenError,
     NotFoundError,
+    OptionsError,
     Result,
     Specialist,
     SpecialistError,
     SpecialistOptions,
     UnavailableError,
 )
-from specialists.paths import resolve_repo, within
+from specialists.paths import resolve_repo, unsafe_root, within
 
 from retrieval.embedders import data_home
 from retrieval.index import Filters, Index, IndexConfig
 
 __all__ = ["RetrievalOptions", "RetrievalSpecialist", "index_dir_for"]
+
+NO_ROOT = ("indexing is off: no folder is allowed. Set COMPLEMENT_REPOS to the folder your "
+           "repositories live under (e.g. COMPLEMENT_REPOS=~/code complement serve; the default "
+           "config reads it), or specialists.<name>.options.allowed_root in the config")
+
+
+def _root_problem(raw: str) -> str | None:
+    reason = unsafe_root(raw)
+    if reason is None:
+        return None
+    return (f"allowed_root {reason}. Set it (COMPLEMENT_REPOS in the default config) to the "
+            "folder your repositories live under, e.g. ~/code")
 
 
 def index_dir_for(base: Path, repo: Path) -> Path:
@@ -61,6 +81,19 @@ class RetrievalOptions(SpecialistOptions):
     """Any ``retrieval.IndexConfig`` field (``fusion``, ``dense_weight``, ...)."""
     default_repo: str | None = None
     """The repository searched when a request names none."""
+    include_hidden: bool = False
+    """Index dot-files and dot-folders (``.env``, ``.config/``) too; off: never indexed."""
+    secret_patterns: list[str] | None = None
+    """File-name globs never indexed; unset: ``retrieval.files.SECRET_PATTERNS``; ``[]``:
+    none (index keys and credentials files too)."""
+
+    @field_validator("allowed_root")
+    @classmethod
+    def _safe_root(cls, value: str | None) -> str | None:
+        problem = _root_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class RetrievalSpecialist(Specialist):
@@ -70,16 +103,22 @@ class RetrievalSpecialist(Specialist):
 
     def __init__(self, allowed_root: str | None = None, index_dir: str | None = None,
                  embedder: str = "static", index: Mapping[str, Any] | None = None,
-                 default_repo: str | None = None) -> None:
+                 default_repo: str | None = None, include_hidden: bool = False,
+                 secret_patterns: list[str] | None = None) -> None:
         super().__init__(allowed_root=allowed_root, index_dir=index_dir, embedder=embedder,
-                         index=index, default_repo=default_repo)
+                         index=index, default_repo=default_repo,
+                         include_hidden=include_hidden, secret_patterns=secret_patterns)
+        problem = _root_problem(allowed_root) if allowed_root else None
+        if problem:
+            raise OptionsError(problem)
         self.allowed_root = Path(allowed_root).expanduser().resolve() if allowed_root else None
         self.index_base = Path(index_dir).expanduser() if index_dir else data_home() / "indexes"
+        filters: dict[str, Any] = {"include_hidden": include_hidden}
+        if secret_patterns is not None:
+            filters["secret_patterns"] = list(secret_patterns)
         try:
-            self.config = IndexConfig(**{**dict(index or {}), "embedder": embedder})
+            self.config = IndexConfig(**{**filters, **dict(index or {}), "embedder": embedder})
         except TypeError as exc:
-            from specialists.base import OptionsError
-
             raise OptionsError(f"index: {exc}") from exc
         self.default_repo = default_repo
         self._embedder: Any = None
@@ -125,10 +164,15 @@ class RetrievalSpecialist(Specialist):
     def check_path(self, raw: str) -> Path:
         """Resolve a client-given directory inside ``allowed_root`` or raise 403/404."""
         if self.allowed_root is None:
-            raise ForbiddenError("indexing is off: set specialists.<name>.options."
-                                 "allowed_root in the config to the directory repositories "
-                                 "live under", param="path")
-        return resolve_repo(raw, [self.allowed_root], param="path", what="path")
+            raise ForbiddenError(NO_ROOT, param="path")
+        repo = resolve_repo(raw, [self.allowed_root], param="path", what="path")
+        hidden = [p for p in repo.relative_to(self.allowed_root).parts if p.startswith(".")]
+        if hidden and not self.config.include_hidden:
+            raise ForbiddenError(f"path {raw!r} is inside the hidden folder {hidden[0]!r}: "
+                                 "dot-folders hold configuration and credentials and are not "
+                                 "indexed (set the retriever's include_hidden: true to allow "
+                                 "it)", param="path")
+        return repo
 
     # -- operations ---------------------------------------------------------------------
     def _open(self, repo: Path) -> tuple[Index, threading.Lock]:

@@ -248,8 +248,22 @@ class WorkspaceConfig(_Strict):
 
     allowed_roots: list[str] = Field(default_factory=list)
     """Directories a request's ``repo`` must lie under (``/v1/edit``); empty: no repository
-    may be named (inline ``texts`` still work)."""
+    may be named (inline ``texts`` still work). ``/``, the home directory and any folder
+    holding it are refused: their dot-folders hold keys and credentials."""
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _safe_roots(cls, roots: list[str]) -> list[str]:
+        from specialists.paths import unsafe_root
+
+        for i, root in enumerate(roots):
+            reason = unsafe_root(root) if root else None
+            if reason:
+                raise ValueError(f"{i}: {reason}. Set it (COMPLEMENT_REPOS in the default "
+                                 "config) to the folder your repositories live under, e.g. "
+                                 "~/code")
+        return roots
 
     def roots(self) -> list[Path]:
         return [Path(os.path.expanduser(r)) for r in self.allowed_roots if r]
@@ -410,6 +424,15 @@ class Config(_Strict):
             if name not in self.routes:
                 raise ValueError(f"workspace.verify.routes.{name}: no route {name!r} under "
                                  f"'routes:' (known: {sorted(self.routes)})")
+        from specialists.paths import unsafe_root
+
+        for name, block in self.specialists.items():  # the retriever's own root, at load
+            root = block.options.get("allowed_root")
+            reason = unsafe_root(root) if isinstance(root, str) and root else None
+            if reason:
+                raise ValueError(f"specialists.{name}.options.allowed_root: {reason}. Set it "
+                                 "(COMPLEMENT_REPOS in the default config) to the folder "
+                                 "your repositories live under, e.g. ~/code")
         enabled = sorted(n for n, block in self.specialists.items() if block.enabled)
         for name in self.engine.ray.deployments:
             if name not in enabled:

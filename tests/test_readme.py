@@ -41,7 +41,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     env = {k: v for k, v in os.environ.items()
            if k not in ("COMPLEMENT_API_KEY", "ANTHROPIC_API_KEY", "COMPLEMENT_TAB_COLLECT")}
     env.pop("COMPLEMENT_EMBEDDER", None)  # the default, shipped embedder
-    env.update(COMPLEMENT_DATA_DIR=str(tmp_path_factory.mktemp("readme-data")),
+    # the README's first command serves with COMPLEMENT_REPOS=$PWD, this checkout
+    env.update(COMPLEMENT_REPOS=str(REPO),
+               COMPLEMENT_DATA_DIR=str(tmp_path_factory.mktemp("readme-data")),
                OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=fake.url, PYTHONPATH=str(REPO),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     log = tmp_path_factory.mktemp("readme-log") / "server.log"

@@ -79,9 +79,19 @@ class Workspace:
         """A file of the repository; one that does not exist is a new file (empty)."""
         if self.root is None:
             return ""
-        full = confine(self.root, path, param="files")
+        from specialists.paths import read_confined
+
+        # a link inside the repository is read as the file it names; the read itself opens
+        # every component with no link followed, so a link swapped in since this check
+        # (one out of the repository) is refused, never read through
         try:
-            return full.read_text(encoding="utf-8")
+            full = confine(self.root, path, param="files")
+        except OSError as exc:  # resolve() raced a link being swapped (EINVAL, ELOOP)
+            raise SpecialistError(f"cannot read {path!r}: it changed while it was checked "
+                                  f"({exc.strerror or exc}); try again", param="files") from None
+        target = full.relative_to(self.root).as_posix()
+        try:
+            return read_confined(self.root, target, param="files").decode("utf-8")
         except FileNotFoundError:
             return ""
         except (OSError, UnicodeDecodeError) as exc:
