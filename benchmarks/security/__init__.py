@@ -21,6 +21,8 @@ PROBES: dict[str, str] = {
     "F2": "f2_empty_host",
     "F3": "f3_edit_writes",
     "F4": "f4_verify_sandbox",
+    "F5": "f5_read_race",
+    "F6": "f6_default_root",
     "F7": "f7_csrf",
     "F8": "f8_session_seq",
     "F9": "f9_request_limits",
