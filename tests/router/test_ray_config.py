@@ -49,7 +49,7 @@ def test_a_full_section_parses() -> None:
     ({"deployments": {"tab": {"autoscaling_config": {"min_replicas": 3, "max_replicas": 2}}}},
      "min_replicas (3) is above max_replicas (2)"),
     ({"deployments": {"tab": {"ray_actor_options": {"num_cpu": 1}}}},
-     "ray_actor_options.num_cpu: Extra inputs are not permitted"),
+     "ray_actor_options.num_cpu: unknown key; did you mean 'num_cpus'?"),
     ({"adress": "x:6379"}, "engine.ray.adress"),
     ({"app_name": "a b"}, "engine.ray.app_name"),
 ])
