@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from router.api.jsonbody import JSONRoute
 from router.registry import uses
@@ -23,20 +23,43 @@ router = APIRouter(tags=["apply"], route_class=JSONRoute)
 
 
 class ApplyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     original: str = Field(description="The file as it is now.")
     sketch: str = Field(description="The lazy edit sketch, with '... existing code ...' markers.")
     path: Optional[str] = Field(default=None, description="Path: names the diff, picks the language.")
     language: Optional[str] = None
 
 
+#: One file (``original`` + ``sketch``) or several (``files``), never both: in the schema as
+#: in validation.
+_ONE_FORM = {"oneOf": [
+    {"required": ["files"],
+     "not": {"anyOf": [{"required": ["original"]}, {"required": ["sketch"]}]}},
+    {"required": ["original", "sketch"], "not": {"required": ["files"]}},
+]}
+
+
 class ApplyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    original: Optional[str] = None
-    sketch: Optional[str] = None
+    """One file (``original`` and ``sketch``, with ``path`` and ``language``) or several
+    (``files``); not both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_ONE_FORM)
+    original: str = Field(None, description="The file as it is now (one-file form).")  # type: ignore[assignment]
+    sketch: str = Field(None, description="The lazy edit sketch (one-file form).")  # type: ignore[assignment]
     path: Optional[str] = None
     language: Optional[str] = None
-    files: Optional[list[ApplyFile]] = None
+    files: list[ApplyFile] = Field(None, min_length=1,  # type: ignore[assignment]
+                                   description="Several files, each merged or abstained.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "ApplyRequest":
+        single = [k for k in ("original", "sketch") if getattr(self, k) is not None]
+        if self.files is not None and single:
+            raise ValueError(f"send either 'files' or 'original' and 'sketch', not both "
+                             f"(got files and {' and '.join(single)})")
+        if self.files is None and len(single) < 2:
+            raise ValueError("send 'original' and 'sketch' (one file) or 'files' (several)")
+        return self
 
 
 @router.post("/v1/apply")
