@@ -126,19 +126,22 @@ def _substitute(node: Any, env: dict[str, str]) -> Any:
     return node
 
 
-def run_contract(base_url: str, *, max_examples: int = 20, phases: tuple[str, ...] = PHASES,
+def run_contract(base_url: str, *, max_examples: int = 20, stateful_examples: int | None = None,
+                 phases: tuple[str, ...] = PHASES,
                  checks: tuple[str, ...] = CHECKS, max_time_s: int | None = None,
                  seed: int | None = 38, workers: int = 1, request_timeout_s: float = 30.0,
                  keep_failures: int = 20) -> dict[str, Any]:
     """Run Schemathesis against the server at ``base_url`` (its ``/openapi.json``) and
-    count: cases per phase and per operation, failures per check (with the first
-    ``keep_failures`` described), the stateful links taken and the statuses seen."""
+    count: cases per phase and per operation (``stateful_examples``: scenarios of the
+    stateful phase, default ``max_examples``), failures per check (with the first
+    ``keep_failures`` described), the stateful links taken and what their targets answered
+    (``links_reached``: by status, leaving out 400 and 404), the statuses seen."""
     import schemathesis
     from schemathesis.config import SchemathesisConfig
     from schemathesis.engine import from_schema
     from schemathesis.engine import events as ev
 
-    config = SchemathesisConfig()
+    config = SchemathesisConfig.from_dict(_dictionaries(_fetch_schema(base_url)))
     config.update(seed=seed, max_failures=None, max_time=max_time_s,
                   suppress_health_check=None)
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config)
@@ -148,6 +151,9 @@ def run_contract(base_url: str, *, max_examples: int = 20, phases: tuple[str, ..
     project.phases.update(phases=list(phases))
     project.checks.update(included_check_names=list(checks))
     project.generation.update(max_examples=max_examples)
+    # scenarios of the stateful phase (each up to max_steps calls along the links)
+    project.phases.stateful.generation.update(
+        max_examples=stateful_examples or max_examples)
 
     cases_by_phase: Counter[str] = Counter()
     cases_by_operation: Counter[str] = Counter()
@@ -187,16 +193,57 @@ def run_contract(base_url: str, *, max_examples: int = 20, phases: tuple[str, ..
         "checks_run": dict(checks_run),
         "statuses_by_operation": {op: dict(c) for op, c in sorted(statuses.items())},
         "links_taken": dict(sorted(links.items())),
-        "links_answered_2xx": dict(sorted(links_ok.items())),
-        "flows_reached": sorted(k for k in wanted if links_ok.get(k)),
-        "flows_missing": sorted(k for k in wanted if not links_ok.get(k)),
+        "links_reached": dict(sorted(links_ok.items())),
+        "flows_reached": sorted(k for k in wanted if _reached(links_ok, k)),
+        "flows_missing": sorted(k for k in wanted if not _reached(links_ok, k)),
         "errors": errors[:keep_failures],
         "failure_examples": examples,
         "stop_reason": stop_reason,
         "seconds": round(time.monotonic() - started, 1),
-        "max_examples": max_examples, "phases": list(phases), "checks": list(checks),
+        "max_examples": max_examples, "stateful_examples": stateful_examples or max_examples,
+        "phases": list(phases), "checks": list(checks),
         "seed": seed,
     }
+
+
+def _reached(reached: Counter[str], link: str) -> bool:
+    """Did ``link``'s target answer with its real logic: what the link carried was found
+    (a 2xx, or a 409 from the server's state, such as feedback for a suggestion not shown),
+    not a 400 or 404."""
+    return any(key.startswith(f"{link} [") for key in reached)
+
+
+def _fetch_schema(base_url: str) -> dict[str, Any]:
+    import httpx
+
+    response = httpx.get(f"{base_url}/openapi.json", timeout=30)
+    response.raise_for_status()
+    return response.json()  # type: ignore[no-any-return]
+
+
+def _dictionaries(schema: dict[str, Any], probability: float = 0.5) -> dict[str, Any]:
+    """Schemathesis configuration binding each top-level field of a request body's working
+    example to its value, with ``probability``: the fuzzer sometimes uses a real repository
+    or policy version (every phase, the stateful one included) and otherwise generates."""
+    dictionaries: dict[str, Any] = {}
+    operations = []
+    for path, ops in schema.get("paths", {}).items():
+        for method, op in ops.items():
+            content = (op.get("requestBody") or {}).get("content", {}).get("application/json", {})
+            value = (content.get("examples") or {}).get("working", {}).get("value")
+            if not isinstance(value, dict):
+                continue
+            parameters = {}
+            for field, entry in value.items():
+                if isinstance(entry, (str, int, float)) and not isinstance(entry, bool):
+                    name = f"{method}{path}.{field}".replace("/", "_")
+                    dictionaries[name] = {"values": [entry]}
+                    parameters[f"body.{field}"] = {"dictionary": name,
+                                                   "probability": probability}
+            if parameters:
+                operations.append({"include-path": path, "include-method": method.upper(),
+                                   "parameters": parameters})
+    return {"dictionaries": dictionaries, "operations": operations}
 
 
 def _operation(case: Any) -> str:
@@ -222,8 +269,8 @@ def _count(recorder: Any, phase: str, by_phase: Counter[str], by_operation: Coun
         if node.transition is not None and node.parent_id in recorder.cases:
             name = str(node.transition.id)
             links[name] += 1
-            if response is not None and 200 <= response.status_code < 300:
-                links_ok[name] += 1
+            if response is not None and response.status_code not in (400, 404):
+                links_ok[f"{name} [{status}]"] += 1
         for check in recorder.checks.get(case_id, []):
             checks_run[check.name] += 1
             if check.status.value == "failure":

@@ -91,6 +91,9 @@ _LINKS: dict[tuple[str, str], dict[str, tuple[str, str, Any, bool]]] = {
     ("post", "/v1/tab/deploy"): {
         "Rollback": ("post", "/v1/tab/deploy",
                      {"version": "$response.body#/previous", "event": "rollback"}, False),
+        # a keystroke answered by the version just deployed (its answer links to feedback)
+        "Suggest": ("post", "/v1/tab", {"file": "def add(a, b):\n    return ", "cursor": 26,
+                                        "language": "python", "path": "calc/ops.py"}, True),
     },
     ("post", "/v1/tab/canary"): {
         "Promote": ("post", "/v1/tab/canary/promote", None, False),

@@ -41,6 +41,9 @@ router = APIRouter(tags=["edit"], route_class=JSONRoute)
 
 
 _PATH = r"^[^\x00]*\S[^\x00]*$"  # not blank, no NUL
+#: a file's relative path: names something (not only '.', '/' and blanks), no NUL
+_FILE = r"^[^\x00]*[^\x00/\\.\s][^\x00]*$"
+FilePath = Annotated[str, Field(pattern=_FILE)]
 #: ``write`` needs ``repo``: in the schema as in validation.
 _WRITE_NEEDS_REPO = {"anyOf": [
     {"properties": {"write": {"const": False}}},
@@ -56,14 +59,15 @@ class EditBody(BaseModel):
     """A route under ``routes:``; its model targets are tried in order."""
     repo: str | None = Field(None, min_length=1, pattern=r"^[^\x00]*\S[^\x00]*$",
                              description="a repository under workspace.allowed_roots")
-    files: list[Annotated[str, Field(min_length=1, pattern=_PATH)]] = Field(
+    files: list[FilePath] = Field(
         default_factory=list, max_length=100,
         description="paths relative to repo the model may edit, and the only ones it may: "
                     "one that does not exist yet is a new file the request allows; an answer "
                     "naming any other path is refused as a whole (403). With write, no path "
                     "under a dot-folder (.git/, .github/, ...) is accepted")
-    texts: dict[str, str] = Field(default_factory=dict,
-                                  description="inline file contents by relative path")
+    texts: dict[FilePath, str] = Field(default_factory=dict,
+                                       description="inline file contents by relative path",
+                                       json_schema_extra={"additionalProperties": False})
     strategy: Literal["cascade", "sketch", "search_replace", "whole_file"] = "cascade"
     write: bool = Field(False, description="write the merged files into repo, all or none "
                                            "(only the request's files, never through a "
