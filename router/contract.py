@@ -34,6 +34,12 @@ __all__ = ["CHECKS", "PHASES", "STATEFUL_LINKS", "contract_server_config", "prep
 
 PHASES = ("examples", "coverage", "fuzzing", "stateful")
 
+#: A schema-valid request may still be refused for the server's state or config, and say
+#: so: Schemathesis's defaults (2xx, 3xx, 401, 403, 404, 409, 429, 5xx), plus 402 (the
+#: route's budget cannot cover the worst case of the max_tokens asked for).
+_CHECKS_CONFIG = {"positive_data_acceptance": {"expected-statuses": [
+    "2xx", "3xx", "401", "402", "403", "404", "409", "429", "5xx"]}}
+
 #: Every Schemathesis check that applies to this API. Left out: ``ignored_auth`` (a
 #: loopback server without keys has no security scheme to ignore), ``use_after_free`` and
 #: ``ensure_resource_availability`` (no operation deletes or creates an addressable
@@ -141,7 +147,8 @@ def run_contract(base_url: str, *, max_examples: int = 20, stateful_examples: in
     from schemathesis.engine import from_schema
     from schemathesis.engine import events as ev
 
-    config = SchemathesisConfig.from_dict(_dictionaries(_fetch_schema(base_url)))
+    config = SchemathesisConfig.from_dict({**_dictionaries(_fetch_schema(base_url)),
+                                           "checks": _CHECKS_CONFIG})
     config.update(seed=seed, max_failures=None, max_time=max_time_s,
                   suppress_health_check=None)
     schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", config=config)

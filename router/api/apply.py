@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.jsonbody import JSONRoute
+from router.errors import BadRequest
 from router.registry import uses
 from specialists.base import Specialist
 
@@ -51,21 +52,15 @@ class ApplyRequest(BaseModel):
     files: list[ApplyFile] = Field(None, min_length=1,  # type: ignore[assignment]
                                    description="Several files, each merged or abstained.")
 
-    @model_validator(mode="after")
-    def _one_form(self) -> "ApplyRequest":
-        single = [k for k in ("original", "sketch") if getattr(self, k) is not None]
-        if self.files is not None and single:
-            raise ValueError(f"send either 'files' or 'original' and 'sketch', not both "
-                             f"(got files and {' and '.join(single)})")
-        if self.files is None and len(single) < 2:
-            raise ValueError("send 'original' and 'sketch' (one file) or 'files' (several)")
-        return self
-
 
 @router.post("/v1/apply")
 def apply_endpoint(body: ApplyRequest,
                    applier: Specialist = Depends(uses("apply"))) -> dict[str, Any]:
     """Merge each sketch; ``status`` is ``applied`` only when every file applied."""
+    both = [k for k in ("original", "sketch") if getattr(body, k) is not None]
+    if body.files is not None and both:  # a missing field is the applier's 400, naming it
+        raise BadRequest(f"send either 'files' or 'original' and 'sketch', not both (got "
+                         f"files and {' and '.join(both)})", param="files")
     if body.files is not None:
         payload: dict[str, Any] = {"files": [f.model_dump() for f in body.files]}
     else:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.jsonbody import JSONRoute
 from router.errors import BadRequest, UnknownRoute
@@ -73,12 +73,6 @@ class EditBody(BaseModel):
                                            "(only the request's files, never through a "
                                            "symlink or under a dot-folder)")
     replay_task: str | None = None
-
-    @model_validator(mode="after")
-    def _write_needs_repo(self) -> "EditBody":
-        if self.write and not self.repo:
-            raise ValueError("write needs repo: the directory the files are written into")
-        return self
 
 
 def pipeline_for(app_state: Any, route: str, repo: Path | None, applier: Specialist) -> Any:
