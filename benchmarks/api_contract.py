@@ -1,7 +1,7 @@
 """The API's contract under a fuzzer with every phase (issue 38).
 
-    python benchmarks/api_contract.py [--max-examples 400] [--stateful-examples 3000]
-                                      [--max-time 1500] [--tab-processes 0] [--seed 38]
+    python benchmarks/api_contract.py [--max-examples 200] [--stateful-examples 1500]
+                                      [--max-time 600] [--tab-processes 0] [--seed 38]
 
 Serves the real app over HTTP on loopback for the default config (every specialist it has)
 on a scratch data directory, with a small repository under the allowed root, two Tab
@@ -35,11 +35,11 @@ offline_env()
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--max-examples", type=int, default=400,
+    p.add_argument("--max-examples", type=int, default=200,
                    help="Schemathesis max examples per operation (fuzzing phase)")
-    p.add_argument("--stateful-examples", type=int, default=3000,
+    p.add_argument("--stateful-examples", type=int, default=1500,
                    help="scenarios of the stateful phase")
-    p.add_argument("--max-time", type=int, default=1500, help="seconds, the whole run")
+    p.add_argument("--max-time", type=int, default=600, help="seconds, the whole run")
     p.add_argument("--tab-processes", type=int, default=0,
                    help="Tab model worker processes (the default config's 2 on a 2-core box "
                         "measure the box)")

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from router.api.jsonbody import JSONRoute
+from router.api.jsonbody import FILE_PATH, PATH, JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
 from specialists.base import Specialist
@@ -40,10 +40,7 @@ __all__ = ["EditBody", "router"]
 router = APIRouter(tags=["edit"], route_class=JSONRoute)
 
 
-_PATH = r"^[^\x00]*\S[^\x00]*$"  # not blank, no NUL
-#: a file's relative path: names something (not only '.', '/' and blanks), no NUL
-_FILE = r"^[^\x00]*[^\x00/\\.\s][^\x00]*$"
-FilePath = Annotated[str, Field(pattern=_FILE)]
+FilePath = Annotated[str, Field(pattern=FILE_PATH)]
 #: ``write`` needs ``repo``: in the schema as in validation.
 _WRITE_NEEDS_REPO = {"anyOf": [
     {"properties": {"write": {"const": False}}},
@@ -57,7 +54,7 @@ class EditBody(BaseModel):
     instruction: str = Field(min_length=1, max_length=100_000)
     route: str = "auto"
     """A route under ``routes:``; its model targets are tried in order."""
-    repo: str | None = Field(None, min_length=1, pattern=r"^[^\x00]*\S[^\x00]*$",
+    repo: str | None = Field(None, min_length=1, pattern=PATH,
                              description="a repository under workspace.allowed_roots")
     files: list[FilePath] = Field(
         default_factory=list, max_length=100,

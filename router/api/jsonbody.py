@@ -19,7 +19,20 @@ from pydantic import BeforeValidator, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["JSONInt", "JSONRoute", "json_int"]
+__all__ = ["BLANK", "FILE_PATH", "JSONInt", "JSONRoute", "NOT_BLANK", "PATH", "json_int"]
+
+#: What Python's ``str.strip()`` removes (``str.isspace``), spelled out: ``\s`` means
+#: other sets to Python's ``re``, to pydantic's Rust regex and to a JSON Schema validator,
+#: so a pattern using it lets through what the server then refuses as blank (``"\x1d"``).
+BLANK = (r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
+         r"\u3000")
+#: Text that is not only blanks.
+NOT_BLANK = rf"[^{BLANK}]"
+#: A directory path: not only blanks, no NUL.
+PATH = rf"^[^\x00]*[^\x00{BLANK}][^\x00]*$"
+#: A file's path relative to a repository: names something (not only ``.``, ``/``, ``\``
+#: and blanks), no NUL.
+FILE_PATH = rf"^[^\x00]*[^\x00/\\.{BLANK}][^\x00]*$"
 
 
 def _integral(value: Any) -> Any:

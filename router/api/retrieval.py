@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval import Filters
-from router.api.jsonbody import JSONInt, JSONRoute
+from router.api.jsonbody import NOT_BLANK, PATH, JSONInt, JSONRoute
 from router.registry import uses
 
 __all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
@@ -24,7 +24,7 @@ router = APIRouter(tags=["retrieval"], route_class=JSONRoute)
 
 class IndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    path: str = Field(min_length=1, pattern=r"^[^\x00]*\S[^\x00]*$",
+    path: str = Field(min_length=1, pattern=PATH,
                       description="repository directory, under the allowed root")
 
 
@@ -36,11 +36,11 @@ class RetrieveFilters(BaseModel):
 
 class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    query: str = Field(min_length=1, max_length=20_000, pattern=r"\S",
+    query: str = Field(min_length=1, max_length=20_000, pattern=NOT_BLANK,
                        description="what to look for (not only blanks)")
     k: JSONInt = Field(10, ge=1, le=200)
     filters: RetrieveFilters | None = None
-    repo: str | None = Field(None, min_length=1, pattern=r"^[^\x00]*\S[^\x00]*$",
+    repo: str | None = Field(None, min_length=1, pattern=PATH,
                              description="indexed repository (default: the last one)")
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
 
