@@ -17,9 +17,9 @@ faults      the provider answers 429, 500, 502, 503, 401, times out, hangs up, s
 durability  Tab actions then feedback for them stream in while the server is killed with
             SIGKILL and restarted (``--kills``): every event acknowledged with a 200 must be
             in the store once. SQLite, or PostgreSQL with ``--events-url`` / ``--postgres``.
-fuzz        Schemathesis cases from the server's own OpenAPI schema (chat and feedback parse
-            their bodies by hand, so their schemas are added from the request models), valid
-            and invalid, against the live server: no 5xx, no hang.
+fuzz        Schemathesis cases from the server's own OpenAPI schema (every body documented,
+            chat's and feedback's included), valid and invalid, against the live server: no
+            5xx, no hang. Every phase and check: ``benchmarks/api_contract.py``.
 hostile     oversized and chunked bodies, invalid UTF-8, lone surrogates, deep nesting,
             non-JSON, odd numbers, URL and header tricks, and path tricks (``..``, absolute
             paths, symlinks out of the allowed roots, a model answer naming a path outside)
@@ -931,21 +931,11 @@ def server_url_of(config: Path) -> str:
 
 # -- fuzz ------------------------------------------------------------------------------------
 def _fuzz_schema(url: str) -> dict[str, Any]:
-    """The server's OpenAPI schema, with the bodies chat and feedback parse by hand added
-    from their request models (so the fuzzer sends them real-looking bodies too)."""
-    from router.api.chat import ChatRequest
-    from router.api.feedback import FeedbackItem
-
-    schema = httpx.get(f"{url}/openapi.json", timeout=30).json()
-    for path, model in (("/v1/chat/completions", ChatRequest), ("/v1/feedback", FeedbackItem)):
-        body = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        if model is ChatRequest:  # a route that exists, so chat requests reach the provider
-            body["properties"]["model"] = {"type": "string", "enum": ["chat", "auto"]}
-        for name, sub in body.pop("$defs", {}).items():
-            schema.setdefault("components", {}).setdefault("schemas", {})[name] = sub
-        schema["paths"][path]["post"]["requestBody"] = {
-            "required": True, "content": {"application/json": {"schema": body}}}
-    return schema
+    """The server's OpenAPI schema: since issue 38 it documents every body (chat's and
+    feedback's too, from their request models) and lists the routes as ``model``'s values,
+    so it is fuzzed as served. ``benchmarks/api_contract.py`` runs every Schemathesis phase
+    and check against it."""
+    return httpx.get(f"{url}/openapi.json", timeout=30).json()  # type: ignore[no-any-return]
 
 
 def section_fuzz(ctx: "Context") -> dict[str, Any]:

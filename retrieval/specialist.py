@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping
 from pydantic import field_validator
 
 from specialists.base import (
+    ConflictError,
     ForbiddenError,
     NotFoundError,
     OptionsError,
@@ -223,8 +224,9 @@ class RetrievalSpecialist(Specialist):
         target = self.check_path(repo) if repo else (
             self.check_path(self.default_repo) if self.default_repo else self._last())
         if target is None:
-            raise UnavailableError("no repository is indexed yet: POST /v1/index first, or "
-                                   "pass 'repo'")
+            # the caller's missing step, not an outage: a 409 that names the step
+            raise ConflictError("no repository is indexed yet: POST /v1/index with its "
+                                "path first, or pass 'repo'", param="repo")
         index, lock = self._open(target)
         if not index.chunks:
             raise NotFoundError(f"{target} has no index yet: POST /v1/index with its path")

@@ -410,6 +410,9 @@ def create_app(config: Config, *, registry: Registry | None = None,
     app.state.frontier = FrontierClient(config.models, config.frontier, config.env_refs)
     install_handlers(app)
     _include_area_routers(app)
+    from router.openapi import install as install_openapi
+
+    install_openapi(app)  # /openapi.json: the contract the server keeps (router.openapi)
     if not config.server.api_keys and not is_loopback(config.server.host):
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
     from router.api.tab import TabFastLane

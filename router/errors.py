@@ -12,13 +12,17 @@
     ├── NotFound                         404 not_found_error
     │   └── UnknownRoute                 404 model_not_found
     ├── Conflict                         409 conflict_error
-    ├── Unavailable                      503 service_unavailable
+    ├── Unavailable                      503 service_unavailable (Retry-After: loading)
     │   └── FrontierNotConfigured        503 (names the variable or key to set)
     ├── BudgetExceeded                   402 budget_exceeded
     └── FrontierError                    502 upstream_error
         ├── FrontierRateLimited          429 rate_limit_error
         ├── FrontierTimeout              504 timeout_error
         └── CircuitOpen                  503 circuit_open
+
+A status says whose fault it is: 4xx for what the caller must change (a missing step, such
+as retrieving before anything is indexed, is a 409 naming the step), 5xx only for the
+server's own failure or a frontier's; a 503 says when to come back (``Retry-After``).
 
 Upstream (litellm) errors are translated once, in ``router.frontier``; every class here
 carries the HTTP status and OpenAI error ``type`` so the app needs a single handler.
@@ -157,12 +161,16 @@ class Conflict(ComplementError):
 
 
 class Unavailable(ComplementError):
+    """Not ready yet (still loading, starting): come back in ``retry_after_s``."""
+
     status_code = 503
     error_type = "service_unavailable"
+    retry_after_s: int | None = 5
 
 
 class FrontierNotConfigured(Unavailable):
     code = "frontier_not_configured"
+    retry_after_s = None  # no wait helps: an operator must set the key
 
 
 class BudgetExceeded(ComplementError):
@@ -287,7 +295,8 @@ def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:
 
 def error_response(exc: ComplementError, headers: Mapping[str, str] | None = None) -> Any:
     """``exc`` as a JSON response in OpenAI's error shape, with ``headers``. A 408 or 413
-    closes the connection: the rest of that request's body is not going to be read."""
+    closes the connection: the rest of that request's body is not going to be read; a 503
+    says when to retry."""
     from fastapi.responses import JSONResponse
 
     out = dict(headers or {})
@@ -295,4 +304,7 @@ def error_response(exc: ComplementError, headers: Mapping[str, str] | None = Non
         out["WWW-Authenticate"] = "Bearer"
     if exc.status_code in (408, 413):
         out["Connection"] = "close"
+    retry_after = getattr(exc, "retry_after_s", None)
+    if exc.status_code == 503 and retry_after is not None:
+        out["Retry-After"] = str(retry_after)
     return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=out or None)

@@ -77,8 +77,9 @@ def expand_home(raw: str, *, param: str = "repo", what: str = "repository") -> P
     try:
         return Path(raw).expanduser()
     except RuntimeError:
-        raise SpecialistError(f"{what} {raw!r} starts with '~' but no user of this machine has "
-                              "that name; give the path itself", param=param) from None
+        # nothing by that name exists (404), as for any other path that names nothing
+        raise NotFoundError(f"{what} {raw!r} starts with '~' but no user of this machine has "
+                            "that name; give the path itself", param=param) from None
 
 
 def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
@@ -116,8 +117,8 @@ def resolve_repo(raw: str, roots: Iterable[str | Path], *, param: str = "repo",
         is_dir = resolved.is_dir()
     except OSError as exc:  # e.g. a name longer than the file system allows
         shown = raw if len(raw) <= 200 else raw[:200] + "..."
-        raise SpecialistError(f"{what} {shown!r} cannot be used: {exc.strerror or exc}",
-                              param=param) from None
+        raise NotFoundError(f"{what} {shown!r} cannot be used: {exc.strerror or exc}",
+                            param=param) from None
     if not is_dir:
         raise NotFoundError(f"no directory at {raw!r}", param=param)
     return resolved

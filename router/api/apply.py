@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.jsonbody import JSONRoute
-from router.errors import PayloadTooLarge
+from router.errors import BadRequest, PayloadTooLarge
 from router.registry import uses
 from specialists.base import Specialist
 
@@ -24,20 +24,33 @@ router = APIRouter(tags=["apply"], route_class=JSONRoute)
 
 
 class ApplyFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     original: str = Field(description="The file as it is now.")
     sketch: str = Field(description="The lazy edit sketch, with '... existing code ...' markers.")
     path: Optional[str] = Field(default=None, description="Path: names the diff, picks the language.")
     language: Optional[str] = None
 
 
+#: One file (``original`` + ``sketch``) or several (``files``), never both: in the schema as
+#: in validation.
+_ONE_FORM = {"oneOf": [
+    {"required": ["files"],
+     "not": {"anyOf": [{"required": ["original"]}, {"required": ["sketch"]}]}},
+    {"required": ["original", "sketch"], "not": {"required": ["files"]}},
+]}
+
+
 class ApplyRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    original: Optional[str] = None
-    sketch: Optional[str] = None
+    """One file (``original`` and ``sketch``, with ``path`` and ``language``) or several
+    (``files``); not both."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_ONE_FORM)
+    original: str = Field(None, description="The file as it is now (one-file form).")  # type: ignore[assignment]
+    sketch: str = Field(None, description="The lazy edit sketch (one-file form).")  # type: ignore[assignment]
     path: Optional[str] = None
     language: Optional[str] = None
-    files: Optional[list[ApplyFile]] = None
+    files: list[ApplyFile] = Field(None, min_length=1,  # type: ignore[assignment]
+                                   description="Several files, each merged or abstained.")
 
 
 def check_request_size(server: Any, endpoint: str, files: int, texts: list[str]) -> None:
@@ -64,6 +77,10 @@ def apply_endpoint(body: ApplyRequest, request: Request,
                    applier: Specialist = Depends(uses("apply"))) -> dict[str, Any]:
     """Merge each sketch; ``status`` is ``applied`` only when every file applied."""
     server = request.app.state.config.server
+    both = [k for k in ("original", "sketch") if getattr(body, k) is not None]
+    if body.files is not None and both:  # a missing field is the applier's 400, naming it
+        raise BadRequest(f"send either 'files' or 'original' and 'sketch', not both (got "
+                         f"files and {' and '.join(both)})", param="files")
     if body.files is not None:
         check_request_size(server, "POST /v1/apply", len(body.files),
                            [t for f in body.files for t in (f.original, f.sketch)])

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from router.api.jsonbody import json_int
 from router.errors import BadRequest, ComplementError, UnknownRoute
 from router.frontier import translate
 from router.provider_params import check_request_params
@@ -27,16 +28,28 @@ router = APIRouter()
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[Any] | None = None
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    include_usage: bool = False
+
+
 class ChatRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """OpenAI's chat request. Other fields are model parameters passed on to the provider
+    (``router.provider_params``; the schema lists them); any other field is a 400."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
     model: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
     stream: bool = False
+    stream_options: StreamOptions | None = None
+    # read by the router (the budget's worst case), so typed here
+    max_tokens: json_int(ge=1) | None = None  # type: ignore[valid-type]
+    max_completion_tokens: json_int(ge=1) | None = None  # type: ignore[valid-type]
 
 
 async def parse_json_body(request: Request) -> Any:
@@ -91,6 +104,7 @@ def _completion_body(out: RouteOutcome) -> dict[str, Any]:
             "usage": usage}
 
 
+_TYPED_PARAMS = ("max_tokens", "max_completion_tokens")
 _OPENAI_KEYS = {"id", "object", "created", "model", "choices", "usage", "system_fingerprint",
                 "service_tier"}
 
@@ -109,8 +123,10 @@ async def chat_completions(request: Request) -> Response:
                            param="model")
     messages = [m.model_dump(exclude_none=True) for m in chat.messages]
     params = dict(chat.model_extra or {})
+    params.update({name: getattr(chat, name) for name in _TYPED_PARAMS
+                   if getattr(chat, name) is not None})
     check_request_params(params, state.config.frontier.allowed_params)  # issue 41, F1
-    wants_usage = bool((params.pop("stream_options", None) or {}).get("include_usage"))
+    wants_usage = bool(chat.stream_options and chat.stream_options.include_usage)
     try:
         out = await state.router.run(chat.model, messages, params, stream=chat.stream)
     except ComplementError as exc:

@@ -24,13 +24,13 @@ retriever are the registry's, so swapping either in YAML changes this path too.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.apply import check_request_size
-from router.api.jsonbody import JSONRoute
+from router.api.jsonbody import FILE_PATH, PATH, JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
 from specialists.base import Specialist
@@ -41,22 +41,32 @@ __all__ = ["EditBody", "router"]
 router = APIRouter(tags=["edit"], route_class=JSONRoute)
 
 
+FilePath = Annotated[str, Field(pattern=FILE_PATH)]
+#: ``write`` needs ``repo``: in the schema as in validation.
+_WRITE_NEEDS_REPO = {"anyOf": [
+    {"properties": {"write": {"const": False}}},
+    {"required": ["repo"], "properties": {"repo": {"type": "string", "minLength": 1}}},
+]}
+
+
 class EditBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_WRITE_NEEDS_REPO)
 
     instruction: str = Field(min_length=1, max_length=100_000)
     route: str = "auto"
     """A route under ``routes:``; its model targets are tried in order."""
-    repo: str | None = Field(None, description="a repository under workspace.allowed_roots")
-    files: list[str] = Field(
+    repo: str | None = Field(None, min_length=1, pattern=PATH,
+                             description="a repository under workspace.allowed_roots")
+    files: list[FilePath] = Field(
         default_factory=list, max_length=100,
         description="paths relative to repo the model may edit, and the only ones it may: "
                     "one that does not exist yet is a new file the request allows; an answer "
                     "naming any other path is refused as a whole (403). With write, no path "
                     "under a dot-folder (.git/, .github/, ...) is accepted")
-    texts: dict[str, str] = Field(default_factory=dict,
-                                  description="inline file contents by relative path")
-    strategy: str = Field("cascade", description="cascade | sketch | search_replace | whole_file")
+    texts: dict[FilePath, str] = Field(default_factory=dict,
+                                       description="inline file contents by relative path",
+                                       json_schema_extra={"additionalProperties": False})
+    strategy: Literal["cascade", "sketch", "search_replace", "whole_file"] = "cascade"
     write: bool = Field(False, description="write the merged files into repo, all or none "
                                            "(only the request's files, never through a "
                                            "symlink or under a dot-folder)")

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from router.api.chat import parse_json_body, validation_error
+from router.api.jsonbody import json_int
 from router.errors import ComplementError, Unavailable, from_specialist
 from specialists.base import SpecialistError
 from specialists.tab.events import EventStore, Feedback
@@ -25,14 +26,14 @@ router = APIRouter()
 
 
 class FeedbackItem(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     request_id: str = Field(min_length=1, max_length=200)
     outcome: Literal["accepted", "rejected", "partial"]
-    chars_accepted: int | None = Field(None, ge=0)
+    chars_accepted: json_int(ge=0) | None = None  # type: ignore[valid-type]
 
 
 class FeedbackBatch(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     feedback: list[FeedbackItem] = Field(min_length=1, max_length=10_000)
 
 

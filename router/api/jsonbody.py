@@ -11,14 +11,44 @@ than 1024 levels are a 400 that says where.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Coroutine
+from typing import Annotated, Any, Callable, Coroutine
 
 import orjson
 from fastapi.routing import APIRoute
+from pydantic import BeforeValidator, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["JSONRoute"]
+__all__ = ["BLANK", "FILE_PATH", "JSONInt", "JSONRoute", "NOT_BLANK", "PATH", "json_int"]
+
+#: What Python's ``str.strip()`` removes (``str.isspace``), spelled out: ``\s`` means
+#: other sets to Python's ``re``, to pydantic's Rust regex and to a JSON Schema validator,
+#: so a pattern using it lets through what the server then refuses as blank (``"\x1d"``).
+BLANK = (r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
+         r"\u3000")
+#: Text that is not only blanks.
+NOT_BLANK = rf"[^{BLANK}]"
+#: A directory path: not only blanks, no NUL.
+PATH = rf"^[^\x00]*[^\x00{BLANK}][^\x00]*$"
+#: A file's path relative to a repository: names something (not only ``.``, ``/``, ``\``
+#: and blanks), no NUL.
+FILE_PATH = rf"^[^\x00]*[^\x00/\\.{BLANK}][^\x00]*$"
+
+
+def _integral(value: Any) -> Any:
+    """A JSON number that is a whole number (``3.0``) is an integer, as JSON Schema says."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: An integer as JSON Schema has it: ``3`` and ``3.0``, never ``true`` or ``"3"`` (with the
+#: models' ``strict=True``), so the published schema and validation agree.
+JSONInt = Annotated[int, BeforeValidator(_integral)]
+
+
+def json_int(**bounds: int) -> Any:
+    """:data:`JSONInt` with bounds (``ge``, ``le``, ...) that the JSON schema shows too (put
+    after the validator, pydantic would leave them out of the schema inside a union)."""
+    return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
 
 
 class _StrictRequest(Request):

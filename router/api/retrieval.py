@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval import Filters
-from router.api.jsonbody import JSONRoute
+from router.api.jsonbody import NOT_BLANK, PATH, JSONInt, JSONRoute
 from router.registry import uses
 
 __all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
@@ -23,22 +23,25 @@ router = APIRouter(tags=["retrieval"], route_class=JSONRoute)
 
 
 class IndexRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    path: str = Field(min_length=1, description="repository directory, under the allowed root")
+    model_config = ConfigDict(extra="forbid", strict=True)
+    path: str = Field(min_length=1, pattern=PATH,
+                      description="repository directory, under the allowed root")
 
 
 class RetrieveFilters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     path_glob: str | list[str] | None = Field(None, description="e.g. 'src/**/*.py'")
     language: str | list[str] | None = Field(None, description="e.g. 'python'")
 
 
 class RetrieveRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    query: str = Field(min_length=1, max_length=20_000)
-    k: int = Field(10, ge=1, le=200)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    query: str = Field(min_length=1, max_length=20_000, pattern=NOT_BLANK,
+                       description="what to look for (not only blanks)")
+    k: JSONInt = Field(10, ge=1, le=200)
     filters: RetrieveFilters | None = None
-    repo: str | None = Field(None, description="indexed repository (default: the last one)")
+    repo: str | None = Field(None, min_length=1, pattern=PATH,
+                             description="indexed repository (default: the last one)")
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
 
 

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from router.api.jsonbody import JSONInt, json_int
 from router.registry import specialist_for, uses
 from specialists.base import Specialist
 
@@ -36,14 +37,17 @@ router = APIRouter(tags=["tab"])
 
 
 class TabEdit(BaseModel):
+    model_config = ConfigDict(strict=True)
     old: str = ""
     new: str = ""
-    offset: int = 0
+    offset: JSONInt = 0
 
 
 class TabBody(BaseModel):
+    model_config = ConfigDict(strict=True)
     file: str = Field(description="The document's text; only a window around the cursor is read.")
-    cursor: int = Field(description="Offset of the cursor in 'file', in characters.")
+    cursor: JSONInt = Field(ge=0, description="Offset of the cursor in 'file', in characters: "
+                                          "0..len(file); past the end is a 400.")
     language: str = ""
     path: str = ""
     recent_edits: list[Union[TabEdit, str]] = Field(default_factory=list, max_length=64,
@@ -60,7 +64,8 @@ class TabBody(BaseModel):
                           description="Also answer why: the candidates weighed, the policy's most "
                                       "likely actions with their probabilities, its version, and "
                                       "the rule that decided, if one did.")
-    seq: int | None = Field(default=None, ge=0, le=2**53 - 1,
+    seq: json_int(ge=0, le=2**53 - 1) | None = Field(  # type: ignore[valid-type]
+                            default=None,
                             description="Per session, higher = newer. A lower seq after a pause"
                                         " (options.session_restart_s) restarts the session.")
 
@@ -254,8 +259,8 @@ async def _log_async(state: Any, result: Any) -> None:
 
 
 class DeployBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    version: int = Field(ge=0)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    version: JSONInt = Field(ge=0)
     event: str = Field("deploy", pattern="^(deploy|rollback)$")
 
 
@@ -306,8 +311,8 @@ async def _deploy_version(request: Request, store: Any, swap: Any, version: int)
 
 
 class CanaryBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    version: int = Field(ge=0)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    version: JSONInt = Field(ge=0)
     share: float = Field(gt=0.0, lt=1.0, description="Share of editors (sessions) served it.")
 
 

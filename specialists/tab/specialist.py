@@ -610,6 +610,8 @@ class TabSpecialist(Specialist):
             if index == 0:
                 actions.append({"action": 0, "shows": None, "probability": prob})
                 continue
+            if index > len(obs.rows):  # no such candidate (none at all): it cannot be drawn
+                continue
             sug = obs.suggestion(index - 1)
             cand = obs.candidates[int(obs.rows[index - 1][0])]
             actions.append({"action": index, "probability": prob, "source": cand.source,
