@@ -172,7 +172,8 @@ class GuardMiddleware:
                 return
             authorised = True  # no keys: loopback only, and the checks above passed
         scope.setdefault("state", {})["complement_authorised"] = authorised
-        if scope["method"] in STATE_CHANGING and not _is_json(headers.get(b"content-type")):
+        if scope["method"] in STATE_CHANGING and not _is_json(headers.get(b"content-type")) \
+                and self._takes(scope):
             await _send_error(send, UnsupportedMediaType(
                 f"{scope['method']} {scope['path']} needs 'Content-Type: application/json' "
                 f"(got {_shown(headers.get(b'content-type'))}), a request without a body "
@@ -183,6 +184,12 @@ class GuardMiddleware:
             await _send_error(send, self._too_large())
             return
         await self.app(scope, self._counting(receive), send)
+
+    def _takes(self, scope: Scope) -> bool:
+        """Does a route take this method on this path? One that does not is answered by
+        routing (405 with ``Allow``), not 415: the method is the mistake to name."""
+        methods = _route_methods(scope.get("app")).get(scope["path"])
+        return methods is None or scope["method"] in methods
 
     def _authorised(self, headers: dict[bytes, bytes]) -> bool:
         header = headers.get(b"authorization", b"")
@@ -280,6 +287,30 @@ def _shown(value: bytes | None) -> str:
         return "none"
     text = value.decode("latin-1")
     return repr(text if len(text) <= 80 else text[:80] + "...")
+
+
+def _route_methods(app: Any) -> dict[str, frozenset[str]]:
+    """Each fixed path of ``app``'s routes -> the methods it takes (cached on the app)."""
+    if app is None:
+        return {}
+    cached = getattr(app.state, "route_methods", None) if hasattr(app, "state") else None
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    table: dict[str, set[str]] = {}
+    routes = list(getattr(app, "routes", []))
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)  # FastAPI's include_router
+        if included is not None:
+            routes.extend(getattr(included, "routes", []))
+            continue
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None)
+        if path and methods and "{" not in path:
+            table.setdefault(path, set()).update(methods)
+    frozen = {path: frozenset(m) for path, m in table.items()}
+    if hasattr(app, "state"):
+        app.state.route_methods = frozen
+    return frozen
 
 
 async def _within(seconds: float, awaitable: Awaitable[Message]) -> Message:

@@ -42,9 +42,12 @@ _STATUS_TEXT = {
     402: "The route's budget would be exceeded.",
     403: "A path outside the allowed roots, or an action the config does not allow.",
     404: "What the request names (a route, an id, a version, a directory) does not exist.",
-    408: "The request body stalled (server.body_timeout_s).",
+    408: "The request body stalled (server.body_timeout_s) or was not whole by "
+         "server.body_deadline_s.",
     409: "The request contradicts the server's state; the message names the step to take.",
-    413: "The request body is over server.max_body_bytes.",
+    413: "The request body is over server.max_body_bytes, or (apply, edit) more files or "
+         "file text than server.max_files_per_request / max_text_bytes_per_request.",
+    415: "A POST without 'Content-Type: application/json' (a body-less one too).",
     429: "The frontier provider is rate limiting.",
     499: "The client closed the connection before its request was whole.",
     502: "The frontier provider failed.",
@@ -53,8 +56,10 @@ _STATUS_TEXT = {
     504: "The frontier provider timed out.",
 }
 
-_BODY = (400, 401, 408, 413)
+_BODY = (400, 401, 408, 413, 415)
 _NO_BODY = (401,)
+_NO_BODY_POST = (401, 415)
+"""A POST without a body still needs the JSON content type (a form POST is refused)."""
 _FRONTIER = (402, 429, 502, 503, 504)
 #: (method, path) → the error statuses it answers, besides 200.
 _ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
@@ -67,8 +72,8 @@ _ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/tab"): _BODY + (409, 503),
     ("post", "/v1/tab/deploy"): _BODY + (404, 409, 503),
     ("post", "/v1/tab/canary"): _BODY + (404, 409, 503),
-    ("post", "/v1/tab/canary/promote"): _NO_BODY + (404, 409, 503),
-    ("post", "/v1/tab/canary/abort"): _NO_BODY + (503,),
+    ("post", "/v1/tab/canary/promote"): _NO_BODY_POST + (404, 409, 503),
+    ("post", "/v1/tab/canary/abort"): _NO_BODY_POST + (503,),
     ("get", "/v1/tab/versions"): _NO_BODY,
     ("post", "/v1/apply"): _BODY + (503,),
     ("post", "/v1/index"): _BODY + (403, 404, 503),

@@ -91,13 +91,13 @@ def test_retrieve_before_any_index_is_a_409_naming_the_step(server: str) -> None
 ])
 def test_a_callers_mistake_is_a_4xx_that_says_what_to_change(
         server: str, path: str, body: Any, status: int, says: str) -> None:
-    r = _post(server, path, body) if body is not None else httpx.post(f"{server}{path}",
-                                                                      timeout=60)
+    r = _post(server, path, body) if body is not None else httpx.post(  # no body
+        f"{server}{path}", headers={"content-type": "application/json"}, timeout=60)
     assert says in _error(r, status)["message"]
 
 
 def test_a_wrong_method_is_a_405_with_allow(server: str) -> None:
-    r = httpx.put(f"{server}/v1/tab", timeout=30)
+    r = httpx.put(f"{server}/v1/tab", timeout=30)  # no content type: the method is named
     assert r.status_code == 405 and r.headers["allow"] == "POST", (r.status_code, r.headers)
 
 
