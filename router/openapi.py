@@ -164,13 +164,16 @@ def _static_schema(app: Any) -> dict[str, Any]:
 
 def _chat_params(chat: dict[str, Any], state: Any) -> None:
     """The model parameters a client may add, by name (anything else is a 400)."""
-    from router.provider_params import CONNECTION_PARAMS, MODEL_PARAMS
+    from router.provider_params import CONNECTION_PARAMS, MODEL_PARAMS, PARAM_SCHEMAS
 
     config = getattr(state, "config", None)
     extra = set(config.frontier.allowed_params) if config is not None else set()
     for name in sorted((MODEL_PARAMS | extra) - CONNECTION_PARAMS):
-        chat["properties"].setdefault(name, {
-            "description": "a model parameter, passed on to the provider as it is"})
+        described: dict[str, Any] = {
+            "description": "a model parameter, passed on to the provider as it is"}
+        if name in PARAM_SCHEMAS:
+            described["anyOf"] = [PARAM_SCHEMAS[name], {"type": "null"}]
+        chat["properties"].setdefault(name, described)
     chat["additionalProperties"] = False
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-__all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "check_request_params", "provider_params"]
+__all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "PARAM_SCHEMAS", "check_request_params",
+           "provider_params"]
 
 MODEL_PARAMS = frozenset({
     # OpenAI chat completions
@@ -32,6 +33,58 @@ MODEL_PARAMS = frozenset({
 })
 """Model parameters a client may send: they change what the model writes, not where the
 request goes or with which credentials."""
+
+_NUMBER = {"type": "number"}
+_INTEGER = {"type": "integer"}
+_STRING = {"type": "string"}
+_BOOLEAN = {"type": "boolean"}
+_OBJECT = {"type": "object"}
+PARAM_SCHEMAS: dict[str, dict[str, Any]] = {
+    **{name: _NUMBER for name in ("temperature", "top_p", "presence_penalty",
+                                   "frequency_penalty")},
+    **{name: _INTEGER for name in ("n", "top_logprobs", "seed", "top_k")},
+    **{name: _STRING for name in ("user", "reasoning_effort", "verbosity", "service_tier")},
+    **{name: _BOOLEAN for name in ("logprobs", "parallel_tool_calls", "store")},
+    **{name: _OBJECT for name in ("logit_bias", "response_format", "audio", "prediction",
+                                   "metadata", "web_search_options", "thinking")},
+    "stop": {"anyOf": [_STRING, {"type": "array", "items": _STRING}]},
+    "tools": {"type": "array", "items": _OBJECT},
+    "functions": {"type": "array", "items": _OBJECT},
+    "modalities": {"type": "array", "items": _STRING},
+    "tool_choice": {"anyOf": [_STRING, _OBJECT]},
+    "function_call": {"anyOf": [_STRING, _OBJECT]},
+}
+"""The JSON type of each model parameter (``null`` is accepted for every one: "not set").
+A value of another type is a 400 naming the field, not a provider's crash three layers down
+(a ``tools`` that is a number reached litellm as one). ``max_tokens``,
+``max_completion_tokens`` and ``stream_options`` are typed by the request model; a
+parameter the operator adds under ``frontier.allowed_params`` is passed on as it comes."""
+
+_PY_TYPES: dict[str, tuple[type, ...]] = {
+    "number": (int, float), "integer": (int,), "string": (str,), "boolean": (bool,),
+    "object": (dict,), "array": (list,)}
+
+
+def _matches(value: Any, schema: Mapping[str, Any]) -> bool:
+    if "anyOf" in schema:
+        return any(_matches(value, sub) for sub in schema["anyOf"])
+    kind = schema["type"]
+    if isinstance(value, bool) and kind != "boolean":
+        return False  # JSON's true is not a number
+    if not isinstance(value, _PY_TYPES[kind]):
+        return False
+    if kind == "array":
+        return all(_matches(item, schema["items"]) for item in value)
+    return True
+
+
+def _described(schema: Mapping[str, Any]) -> str:
+    if "anyOf" in schema:
+        return " or ".join(_described(sub) for sub in schema["anyOf"])
+    if schema["type"] == "array":
+        return f"an array of {schema['items']['type']}s"
+    kind = schema["type"]
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 CONNECTION_PARAMS = frozenset({
     "api_base", "base_url", "api_key", "api_version", "api_type", "organization",
@@ -67,6 +120,11 @@ def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str]
                 f"field {name!r} is not a model parameter this server passes on; remove it, "
                 f"or ask the operator to list it under frontier.allowed_params "
                 f"(passed on now: {', '.join(sorted(allowed))})", param=name)
+        schema = PARAM_SCHEMAS.get(name)
+        value = params[name]
+        if schema is not None and value is not None and not _matches(value, schema):
+            raise BadRequest(f"field {name!r} must be {_described(schema)} (or null), not "
+                             f"{type(value).__name__} {str(value)[:60]!r}", param=name)
 
 
 def provider_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()) -> dict[str, Any]:

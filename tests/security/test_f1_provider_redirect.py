@@ -76,6 +76,28 @@ def test_model_parameters_still_reach_the_provider(world: dict[str, Any]) -> Non
     assert f1.PLAIN_KEY in world["fake"].headers[-1]["authorization"]
 
 
+@pytest.mark.parametrize("field,value,says", [
+    ("tools", 1.5, "must be an array of objects"),
+    ("tools", [{"type": "function"}, "x"], "must be an array of objects"),
+    ("stop", ["\n", 3], "a string or an array of strings"),
+    ("temperature", True, "must be a number"),
+    ("n", 2.5, "must be an integer"),
+    ("response_format", "json", "must be an object"),
+])
+def test_a_model_parameter_of_the_wrong_type_is_a_400_before_the_provider(
+        world: dict[str, Any], field: str, value: Any, says: str) -> None:
+    """Found by the fuzzer: a 'tools' that was a number reached litellm, which crashed on
+    it ('float' object is not iterable) and the client saw a 502 blaming the provider."""
+    seen = len(world["fake"].requests)
+    r = _chat(world, "plainroute", False, **{field: value})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == field and says in error["message"], error
+    assert len(world["fake"].requests) == seen
+    ok = _chat(world, "plainroute", False, **{field: None})  # null: "not set"
+    assert ok.status_code == 200, ok.text
+
+
 def test_the_openai_sdk_extra_body_is_refused(world: dict[str, Any]) -> None:
     """What a client of the real SDK would write to smuggle the field in."""
     import openai
