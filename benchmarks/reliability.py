@@ -40,7 +40,8 @@ security    issue 41's findings, one probe each (``benchmarks/security/f*.py``),
         [--kills 5] [--fuzz-cases 2400] [--events-url URL | --postgres]
 
 Prints a line per step on stderr, then the JSON summary as the last line of stdout:
-``fuzz_cases``, ``fuzz_5xx``, ``fuzz_hangs``; ``faults_total``, ``faults_survived``;
+``fuzz_cases``, ``fuzz_5xx``, ``fuzz_hangs``, ``fuzz_fault_routes_5xx`` (502s the fault routes
+answer as documented, not defects); ``faults_total``, ``faults_survived``;
 ``kills``, ``acknowledged``, ``acknowledged_lost``, ``duplicated``; ``hostile_cases``,
 ``hostile_5xx``, ``hostile_hangs``, ``written_outside``; ``security_attempts``,
 ``security_leaks``, ``security_writes_outside``, ``security_commands_run``,
@@ -938,6 +939,21 @@ def _fuzz_schema(url: str) -> dict[str, Any]:
     return httpx.get(f"{url}/openapi.json", timeout=30).json()  # type: ignore[no-any-return]
 
 
+def _a_fault_answered(body: Any, response: Any) -> bool:
+    """A 502/503/504 that is the documented answer, not a defect: an ``upstream_error`` (or
+    a ``timeout_error``) on an ``only-…`` route, whose one provider this config makes fail (since the schema lists
+    the routes, the fuzzer picks them). Counted apart, as ``fuzz_fault_routes_5xx``."""
+    route = body.get("model") or body.get("route") if isinstance(body, dict) else None
+    if response.status_code not in (502, 503, 504) or not isinstance(route, str) \
+            or not route.startswith("only-"):
+        return False
+    try:
+        error = response.json()["error"]
+    except (ValueError, KeyError, TypeError):
+        return False
+    return isinstance(error, dict) and error.get("type") in ("upstream_error", "timeout_error")
+
+
 def section_fuzz(ctx: "Context") -> dict[str, Any]:
     import schemathesis
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -953,7 +969,7 @@ def section_fuzz(ctx: "Context") -> dict[str, Any]:
     log(f"fuzz: {len(operations)} operations ({len(with_input)} with input) x {len(modes)} "
         f"modes, up to {per_run} cases each")
     counts: dict[str, Any] = {"cases": 0, "by_status": {}, "server_errors": [], "hangs": [],
-                              "by_operation": {}}
+                              "by_operation": {}, "fault_routes_5xx": 0}
     import requests
 
     session = requests.Session()
@@ -975,7 +991,9 @@ def section_fuzz(ctx: "Context") -> dict[str, Any]:
         counts["by_status"][key] = counts["by_status"].get(key, 0) + 1
         name = f"{op.method.upper()} {op.path}"
         counts["by_operation"][name] = counts["by_operation"].get(name, 0) + 1
-        if status >= 500:
+        if status >= 500 and _a_fault_answered(case.body, response):
+            counts["fault_routes_5xx"] += 1  # the provider behind it is made to fail
+        elif status >= 500:
             counts["server_errors"].append(
                 f"{name} -> {status}: body {str(case.body)[:300]!r} query {case.query!r}; "
                 f"answer {response.text[:300]!r} ({time.monotonic() - started:.2f}s)")
@@ -999,6 +1017,7 @@ def section_fuzz(ctx: "Context") -> dict[str, Any]:
     session.close()
     log(f"  {counts['cases']} cases; statuses {counts['by_status']}")
     return {"fuzz_cases": counts["cases"], "fuzz_5xx": len(counts["server_errors"]),
+            "fuzz_fault_routes_5xx": counts["fault_routes_5xx"],
             "fuzz_hangs": len(counts["hangs"]), "by_status": counts["by_status"],
             "by_operation": counts["by_operation"],
             "examples": (counts["server_errors"] + counts["hangs"])[:10]}
@@ -1399,7 +1418,8 @@ def flatten(summary: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]
         checks.append(d["acknowledged_lost"] == 0 and d["duplicated"] == 0)
     if "fuzz" in summary:
         z = summary["fuzz"]
-        out.update(fuzz_cases=z["fuzz_cases"], fuzz_5xx=z["fuzz_5xx"], fuzz_hangs=z["fuzz_hangs"])
+        out.update(fuzz_cases=z["fuzz_cases"], fuzz_5xx=z["fuzz_5xx"], fuzz_hangs=z["fuzz_hangs"],
+                   fuzz_fault_routes_5xx=z["fuzz_fault_routes_5xx"])
         checks.append(z["fuzz_5xx"] == 0 and z["fuzz_hangs"] == 0)
     if "hostile" in summary:
         h = summary["hostile"]
