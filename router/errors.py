@@ -34,8 +34,10 @@ Specialists raise their own types (``specialists.base``), which know nothing of 
 
 from __future__ import annotations
 
+import difflib
 import logging
-from typing import TYPE_CHECKING, Any, Mapping
+import typing
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from specialists.base import (
     ConflictError,
@@ -243,15 +245,17 @@ def install_handlers(app: "FastAPI") -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        err = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
-        if err.get("type") == "json_invalid":
-            return error_response(_decode_error(err, getattr(exc, "body", None)))
-        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        param = ".".join(loc) or None
-        msg = err.get("msg")
-        if err.get("type") == "extra_forbidden":
-            msg = "unknown field; remove it (see /docs for the request body)"
-        return error_response(BadRequest(f"{param or 'body'}: {msg}", param=param))
+        errors = list(exc.errors()) or [{"loc": (), "msg": "invalid request"}]
+        if errors[0].get("type") == "json_invalid":
+            return error_response(decode_error(errors[0], getattr(exc, "body", None)))
+        route = request.scope.get("route")
+        body_field = getattr(route, "body_field", None)
+        model = getattr(getattr(body_field, "field_info", None), "annotation", None)
+        # FastAPI names where each problem is ("body", then the field's path)
+        for err in errors:
+            loc = tuple(err.get("loc", ()))
+            err["loc"] = loc[1:] if loc[:1] == ("body",) else loc
+        return error_response(invalid_body(errors, model))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -280,9 +284,71 @@ _CLIENT_GONE = ClientClosedRequest("the client closed the connection before its 
                                    "was whole")
 
 
-def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:
+MAX_PROBLEMS_SHOWN = 10
+
+
+def invalid_body(errors: Sequence[Mapping[str, Any]], model: Any = None,
+                 also_known: Sequence[str] = ()) -> BadRequest:
+    """One 400 for a body that does not validate, the same on every endpoint (issue 40):
+    every problem listed (up to :data:`MAX_PROBLEMS_SHOWN`), each as ``where: what``; an
+    unknown field named with the nearest known one (``model``'s fields at that place, a
+    pydantic model or None) or, when none is near, the known ones; ``param`` the first
+    problem's place, ``body`` for the body as a whole. ``also_known``: more names a
+    top-level field may have (chat's model parameters)."""
+    problems: list[str] = []
+    first_param = None
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ())]
+        param = ".".join(loc) or "body"
+        first_param = first_param or param
+        kind = err.get("type")
+        if kind == "extra_forbidden":
+            known = sorted(set(_field_names_at(model, loc[:-1]))
+                           | (set(also_known) if len(loc) == 1 else set()))
+            near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6) if loc else []
+            hint = (f"did you mean {near[0]!r}?" if near
+                    else f"known fields: {', '.join(known)}" if known else "")
+            problems.append(f"{param}: unknown field; remove it{' (' + hint + ')' if hint else ''}")
+        elif kind in ("dict_type", "model_type", "model_attributes_type") and not loc:
+            problems.append("body: send a JSON object (e.g. {\"key\": \"value\"}), "
+                            f"not {type(err.get('input')).__name__}")
+        else:
+            problems.append(f"{param}: {err.get('msg', 'invalid')}")
+    shown = problems[:MAX_PROBLEMS_SHOWN]
+    if len(problems) > len(shown):
+        shown.append(f"and {len(problems) - len(shown)} more")
+    message = shown[0] if len(problems) == 1 else f"{len(problems)} problems: " + "; ".join(shown)
+    return BadRequest(message, param=first_param or "body")
+
+
+def _models_in(annotation: Any) -> list[type]:
+    """The pydantic models an annotation holds (``Optional[M]``, ``list[M | str]``, ...)."""
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+
+
+def _field_names_at(model: Any, path: Sequence[str]) -> list[str]:
+    """The field names of the model(s) at ``path`` inside ``model`` (list indexes and
+    pydantic's union-member names in the path are stepped over)."""
+    models = _models_in(model)
+    for item in path:
+        if item.isdigit():
+            continue
+        named = [m for m in models if m.__name__ == item]
+        if named:  # pydantic names the union member it tried
+            models = named
+            continue
+        models = [sub for m in models if item in m.model_fields
+                  for sub in _models_in(m.model_fields[item].annotation)]
+    return sorted({name for m in models for name in m.model_fields})
+
+
+def decode_error(err: dict[str, Any], body: Any) -> BadRequest:
     """Malformed JSON, said the way ``json`` says it: what, line, column (no field is at
-    fault, so ``param`` is null)."""
+    fault, so ``param`` is ``body``)."""
     loc = list(err.get("loc", ()))
     pos = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
@@ -290,7 +356,7 @@ def _decode_error(err: dict[str, Any], body: Any) -> BadRequest:
     column = pos - (text.rfind("\n", 0, pos) + 1) + 1
     what = (err.get("ctx") or {}).get("error") or "JSON decode error"
     return BadRequest(f"the request body is not valid JSON: {what}: line {line} column "
-                      f"{column} (char {pos})")
+                      f"{column} (char {pos})", param="body")
 
 
 def error_response(exc: ComplementError, headers: Mapping[str, str] | None = None) -> Any:

@@ -15,6 +15,7 @@ again, so a caller inside the server that forgets the first check still cannot r
 
 from __future__ import annotations
 
+import difflib
 from typing import Any, Iterable, Mapping
 
 __all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "PARAM_SCHEMAS", "check_request_params",
@@ -33,6 +34,10 @@ MODEL_PARAMS = frozenset({
 })
 """Model parameters a client may send: they change what the model writes, not where the
 request goes or with which credentials."""
+
+_REQUEST_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
+"""The chat request's own fields (``router.api.chat.ChatRequest``): near misses of these
+are suggested too."""
 
 _NUMBER = {"type": "number"}
 _INTEGER = {"type": "integer"}
@@ -116,10 +121,12 @@ def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str]
                 "decides that (models.<name> in the config); remove it from the request",
                 param=name)
         if name not in allowed:
+            near = difflib.get_close_matches(name, sorted(allowed | _REQUEST_FIELDS), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise BadRequest(
-                f"field {name!r} is not a model parameter this server passes on; remove it, "
-                f"or ask the operator to list it under frontier.allowed_params "
-                f"(passed on now: {', '.join(sorted(allowed))})", param=name)
+                f"{name}: unknown field; remove it{hint}, or, if it is a model parameter, "
+                f"ask the operator to list it under frontier.allowed_params (passed on now: "
+                f"{', '.join(sorted(allowed))})", param=name)
         schema = PARAM_SCHEMAS.get(name)
         value = params[name]
         if schema is not None and value is not None and not _matches(value, schema):

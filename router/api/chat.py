@@ -17,7 +17,7 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from router.api.jsonbody import json_int
-from router.errors import BadRequest, ComplementError, UnknownRoute
+from router.errors import BadRequest, ComplementError, UnknownRoute, decode_error, invalid_body
 from router.frontier import translate
 from router.provider_params import check_request_params
 from router.routing import RouteOutcome
@@ -53,20 +53,34 @@ class ChatRequest(BaseModel):
 
 
 async def parse_json_body(request: Request) -> Any:
+    """The body as JSON, decoded by orjson; a 400 as every endpoint says it otherwise."""
     raw = await request.body()
     if not raw:
-        raise BadRequest("the request body is empty; send a JSON object")
+        raise BadRequest("the request body is empty; send a JSON object", param="body")
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        raise decode_error({"loc": ("body", exc.pos), "ctx": {"error": exc.msg}},
+                            raw) from None
 
 
-def validation_error(exc: ValidationError) -> BadRequest:
-    err = exc.errors()[0]
-    param = ".".join(str(p) for p in err["loc"])
-    more = f" (and {len(exc.errors()) - 1} more problems)" if len(exc.errors()) > 1 else ""
-    return BadRequest(f"{param or 'body'}: {err['msg']}{more}", param=param or None)
+def validation_error(exc: ValidationError, model: Any = None) -> BadRequest:
+    """``exc`` said as every endpoint says it (``router.errors.invalid_body``)."""
+    return invalid_body(exc.errors(), model)
+
+
+def _chat_invalid(exc: ValidationError, body: Any, extra_allowed: list[str]) -> BadRequest:
+    """A chat body that does not validate: its problems and, with them, the fields that are
+    neither the request's nor a model parameter this server passes on (the check that runs
+    after validation would name them next, one round trip later)."""
+    from router.provider_params import CONNECTION_PARAMS, MODEL_PARAMS
+
+    allowed = (MODEL_PARAMS | set(extra_allowed)) - CONNECTION_PARAMS
+    errors = list(exc.errors())
+    if isinstance(body, dict):
+        errors += [{"type": "extra_forbidden", "loc": (name,)} for name in body
+                   if name not in ChatRequest.model_fields and name not in allowed]
+    return invalid_body(errors, ChatRequest, also_known=sorted(allowed))
 
 
 def _route_headers(out: RouteOutcome, latency_s: float | None) -> dict[str, str]:
@@ -113,10 +127,11 @@ _OPENAI_KEYS = {"id", "object", "created", "model", "choices", "usage", "system_
 async def chat_completions(request: Request) -> Response:
     state = request.app.state
     started = time.monotonic()
+    body = await parse_json_body(request)
     try:
-        chat = ChatRequest.model_validate(await parse_json_body(request))
+        chat = ChatRequest.model_validate(body)
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        raise _chat_invalid(exc, body, state.config.frontier.allowed_params) from None
     if chat.model not in state.config.routes:
         raise UnknownRoute(f"unknown route {chat.model!r}; use one of "
                            f"{sorted(state.config.routes)} (GET /v1/models lists them)",

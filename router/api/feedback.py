@@ -87,5 +87,6 @@ async def feedback(request: Request) -> dict[str, Any]:
             return {"results": results}
         item = FeedbackItem.model_validate(body)
     except ValidationError as exc:
-        raise validation_error(exc) from None
+        model = FeedbackBatch if isinstance(body, dict) and "feedback" in body else FeedbackItem
+        raise validation_error(exc, model) from None
     return await run_in_threadpool(_record, store, item, _deployed(request))

@@ -11,6 +11,7 @@ than 1024 levels are a 400 that says where.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, Callable, Coroutine
 
 import orjson
@@ -19,7 +20,8 @@ from pydantic import BeforeValidator, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["BLANK", "FILE_PATH", "JSONInt", "JSONRoute", "NOT_BLANK", "PATH", "json_int"]
+__all__ = ["BLANK", "EscapedSurrogatesRoute", "FILE_PATH", "JSONInt", "JSONRoute", "NOT_BLANK",
+           "PATH", "json_int"]
 
 #: What Python's ``str.strip()`` removes (``str.isspace``), spelled out: ``\s`` means
 #: other sets to Python's ``re``, to pydantic's Rust regex and to a JSON Schema validator,
@@ -59,13 +61,39 @@ class _StrictRequest(Request):
         return self._json
 
 
+class _EscapesRequest(_StrictRequest):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            raw = await self.body()
+            try:
+                self._json = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                try:  # bytes that are UTF-8, with a lone surrogate written as an escape
+                    self._json = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    raise exc from None  # bytes that are not UTF-8, or not JSON
+        return self._json
+
+
 class JSONRoute(APIRoute):
     """An ``APIRoute`` whose JSON bodies are decoded by orjson (``APIRouter(route_class=)``)."""
 
+    request_class: type[Request] = _StrictRequest
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        request_class = self.request_class
 
         async def strict(request: Request) -> Response:
-            return await handler(_StrictRequest(request.scope, request.receive))
+            return await handler(request_class(request.scope, request.receive))
 
         return strict
+
+
+class EscapedSurrogatesRoute(JSONRoute):
+    """:class:`JSONRoute` for ``/v1/tab``: bytes that are not UTF-8 are the same 400 as
+    anywhere, but a lone surrogate written as a JSON escape (``"\\udc80"``, which an
+    editor's UTF-16 string can hold) is decoded, so the keystroke is answered "no
+    suggestion" with the reason, not refused on every key in that file."""
+
+    request_class = _EscapesRequest

@@ -26,25 +26,25 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from router.api.jsonbody import JSONInt, json_int
+from router.api.jsonbody import EscapedSurrogatesRoute, JSONInt, json_int
 from router.registry import specialist_for, uses
 from specialists.base import Specialist
 
 __all__ = ["router", "CanaryBody", "DeployBody", "TabBody", "TabEdit", "TabFastLane",
            "action_record", "answer_async", "create_app", "log_action", "tab_response"]
 
-router = APIRouter(tags=["tab"])
+router = APIRouter(tags=["tab"], route_class=EscapedSurrogatesRoute)
 
 
 class TabEdit(BaseModel):
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     old: str = ""
     new: str = ""
     offset: JSONInt = 0
 
 
 class TabBody(BaseModel):
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
     file: str = Field(description="The document's text; only a window around the cursor is read.")
     cursor: JSONInt = Field(ge=0, description="Offset of the cursor in 'file', in characters: "
                                           "0..len(file); past the end is a 400.")

@@ -358,17 +358,20 @@ class TabSpecialist(Specialist):
         """Validate and window a request; returns it and the window's offset in the file."""
         file = request.get("file")
         if not isinstance(file, str):
-            raise SpecialistError("'file' must be the document's text (a string)")
+            raise SpecialistError("'file' must be the document's text (a string)", param="file")
         cursor = request.get("cursor")
         if isinstance(cursor, bool) or not isinstance(cursor, int):
-            raise SpecialistError("'cursor' must be an integer offset into 'file'")
+            raise SpecialistError("'cursor' must be an integer offset into 'file'",
+                                  param="cursor")
         if not 0 <= cursor <= len(file):
-            raise SpecialistError(f"'cursor' {cursor} is outside the file (0..{len(file)})")
+            raise SpecialistError(f"'cursor' {cursor} is outside the file (0..{len(file)}): "
+                                  "send an offset in characters from 0 to len(file)",
+                                  param="cursor")
         seq = request.get("seq")
         if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)
                                 or not 0 <= seq <= MAX_SEQ):
             raise SpecialistError(f"'seq' must be an integer from 0 to {MAX_SEQ} (higher = "
-                                  "newer, per 'session')")
+                                  "newer, per 'session')", param="seq")
         lo = max(0, cursor - self.window_before)
         hi = min(len(file), cursor + self.window_after)
         edits = []

@@ -83,12 +83,13 @@ def test_every_endpoint_and_error_carries_the_headers(base: str) -> None:
     assert closed.status_code == 503 and closed.headers["x-complement-route"] == "chat"
 
 
-def test_malformed_json_says_line_and_column_and_names_no_field(base: str) -> None:
+def test_malformed_json_says_line_and_column_and_names_the_body(base: str) -> None:
+    """No field is at fault; ``param`` is always set (issue 40), to ``body`` here."""
     for path in ("/v1/apply", "/v1/tab", "/v1/feedback", "/v1/chat/completions"):
         r = _check(httpx.post(f"{base}{path}", content=b'{"original": "x",\n "sketch": }',
                               headers={"content-type": "application/json"}))
         error = r.json()["error"]
-        assert r.status_code == 400 and error["param"] is None, (path, error)
+        assert r.status_code == 400 and error["param"] == "body", (path, error)
         assert "not valid JSON" in error["message"] and "line 2 column" in error["message"]
 
 
