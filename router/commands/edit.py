@@ -108,6 +108,39 @@ def _print_edit(result: Any) -> None:
 
 
 # -- eval --------------------------------------------------------------------------------------
+_COMPARE_HELP = """\
+usage: complement eval compare RUN1 RUN2 [--json]
+
+What changed between two runs of a suite (the JSON files `complement eval SUITE.yaml`
+writes under --out, runs/eval by default): per route, the summary metrics side by side
+with their change; for edit suites, the tasks whose exact-match outcome flipped.
+
+positional arguments:
+  RUN1 RUN2   two eval runs: JSON files, or run directories (their newest JSON)
+
+options:
+  --json      print the comparison as JSON
+"""
+
+
+class _EvalHelp(argparse.Action):
+    """``-h``: ``eval``'s help, or the comparison's after ``eval compare``."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        kwargs.pop("nargs", None)
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        target = getattr(namespace, "target", None) or []
+        if target[:1] == ["compare"]:
+            sys.stdout.write(_COMPARE_HELP)
+        else:
+            parser.print_help()
+        parser.exit()
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     target = args.target
     if target and target[0] == "compare":
@@ -190,7 +223,10 @@ def register(subparsers: Any) -> None:
         "eval", help="compare routes on a suite (edit, tab, retrieval); `eval compare A B`",
         description="`complement eval SUITE.yaml --routes A,B,C` runs a suite and writes a "
                     "table, a JSON run and an HTML report; `complement eval compare RUN1 RUN2` "
-                    "shows what changed between two runs. Suites: configs/eval/*.yaml.")
+                    "shows what changed between two runs. Suites: configs/eval/*.yaml.",
+        add_help=False)
+    ev.add_argument("-h", "--help", action=_EvalHelp, help="show this help message and exit "
+                    "(`eval compare --help`: the comparison's)")
     ev.add_argument("target", nargs="+", metavar="SUITE.yaml | compare RUN1 RUN2")
     ev.add_argument("--routes", help="comma-separated routes of the eval config "
                     "(default: all; learned routes only if their classifier exists)")

@@ -269,7 +269,8 @@ def add_tab_commands(tab_sub: Any, train_parser: argparse.ArgumentParser) -> Non
 
     train_parser.add_argument("--from-events", action="store_true",
                               help="train the deployed version on its own logged events "
-                                   "(the online loop's step) instead of replayed edits")
+                                   "by a PPO-clip update (the online loop's step) instead of "
+                                   "REINFORCE on replayed edits")
     train_parser.add_argument("--config", default=None, help="config (for --from-events)")
     train_parser.add_argument("--data-dir", default=None,
                               help="state directory (default: the config's data_dir)")

@@ -63,7 +63,10 @@ def register(subparsers: Any) -> None:
     p = tab_sub.add_parser("pretrain", help="train the tokenizer and the small LM here (CPU: < 1 hour)")
     add_arguments(p, PretrainArgs)
     p.set_defaults(func=_pretrain)
-    t = tab_sub.add_parser("train", help="train the policy by REINFORCE on replayed edits")
+    train_help = ("train the policy: REINFORCE with a learned baseline on replayed edits (the "
+                  "shipped checkpoint's recipe), or, with --from-events, one PPO-clip update on "
+                  "the deployed version's logged events (the loop's step)")
+    t = tab_sub.add_parser("train", help=train_help, description=train_help)
     add_arguments(t, Args)
     t.set_defaults(func=_train)
     from router.commands.loop import add_tab_commands

@@ -92,6 +92,23 @@ def test_help_lists_commands() -> None:
         assert word in proc.stdout
 
 
+def test_subcommand_help_says_what_that_subcommand_does() -> None:
+    """Issue 40: ``eval compare --help`` repeated ``eval --help``; ``tab train --help``
+    named only REINFORCE, while its ``--from-events`` step is a PPO-clip update."""
+    def help_of(*args: str) -> str:
+        proc = subprocess.run([*_cli(), *args, "--help"], cwd=REPO, env=_env(),
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    compare, evaluate = help_of("eval", "compare"), help_of("eval")
+    assert compare.startswith("usage: complement eval compare RUN1 RUN2")
+    assert "exact-match outcome flipped" in compare and "--routes" not in compare
+    assert "--routes" in evaluate and compare != evaluate
+    train = " ".join(help_of("tab", "train").split())
+    assert "REINFORCE" in train and "PPO-clip" in train
+
+
 def test_a_path_that_cannot_be_used_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     for path, code, says in (("~no-such-user-of-complement/x", 2, "no user of this machine"),
                              (str(tmp_path / ("a" * 300)), 1, "File name too long")):
