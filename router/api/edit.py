@@ -85,6 +85,11 @@ def pipeline_for(app_state: Any, route: str, repo: Path | None, applier: Special
     targets = [t for t in config.routes[route].targets if t in frontier.models]
     if not targets:
         raise BadRequest(f"route {route!r} has no frontier model target", param="route")
+    missing = [(t, frontier.missing_key(t)) for t in targets]
+    if all(why is not None for _, why in missing):  # as chat answers: 503 naming what to set
+        from router.frontier import not_configured
+
+        raise not_configured(route, [f"{t}: {why}" for t, why in missing])
     if any(frontier.models[t].model.startswith("replay/") for t in targets):
         _install_replay(app_state)
     return EditPipeline(frontier, targets, route=route, applier=applier,

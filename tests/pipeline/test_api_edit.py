@@ -48,3 +48,24 @@ def test_edit_endpoint_inline_texts_and_errors(fake: FakeFrontier, tmp_path: Pat
     assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
     assert no_repo.status_code == 400 and no_repo.json()["error"]["param"] == "write"
     assert bad_strategy.status_code == 400 and "strategy" in bad_strategy.json()["error"]["message"]
+
+
+def test_an_edit_route_with_no_key_is_a_503_naming_it_as_chat_says(fake: FakeFrontier,
+                                                                   tmp_path: Path) -> None:
+    """Issue 40: /v1/edit answered 200 ``"status": "failed"`` where chat answered 503 for
+    the same route without a key; a route with one keyed target still edits."""
+    cfg = fake_config(fake, tmp_path / "data")
+    cfg.routes["keyless-only"] = cfg.routes["fallback"].model_copy(
+        update={"targets": ["keyless"]})
+    fake.push(fenced(make_sketch(BEFORE, AFTER, "python", k=1).text))
+    with running(create_app(cfg)) as base:
+        body = {"instruction": "doc", "texts": {"app.py": BEFORE}}
+        edit = httpx.post(f"{base}/v1/edit", json={**body, "route": "keyless-only"}, timeout=60)
+        chat = httpx.post(f"{base}/v1/chat/completions", timeout=60, json={
+            "model": "keyless-only", "messages": [{"role": "user", "content": "hi"}]})
+        fallback = httpx.post(f"{base}/v1/edit", json={**body, "route": "fallback"},
+                              timeout=60)
+    assert edit.status_code == chat.status_code == 503, (edit.text, chat.text)
+    assert "keyless" in edit.json()["error"]["message"]
+    assert "OPENAI_API_KEY" in edit.json()["error"]["message"]
+    assert fallback.status_code == 200 and fallback.json()["files"]["app.py"] == AFTER
