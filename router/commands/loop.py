@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from specialists.base import SpecialistError
 
-__all__ = ["add_tab_commands", "register"]
+__all__ = ["add_tab_commands", "live_args", "register"]
 
 
 def _loop(ns: argparse.Namespace) -> int:
@@ -39,20 +39,31 @@ def _simulated(ns: argparse.Namespace) -> int:
     return 0
 
 
+def live_args(ns: argparse.Namespace) -> Any:
+    """The live loop's ``LiveArgs`` from the command line: ``--preset``'s thresholds, and
+    any flag given on its own over them."""
+    from specialists.tab.loop.live import PRESETS, LiveArgs
+
+    preset = PRESETS[ns.preset]  # a value given on the command line wins over the preset's
+    return LiveArgs(min_events=_given(ns.min_events, preset["min_events"]), holdout=ns.holdout,
+                    gate_margin=ns.gate_margin if ns.gate_margin is not None
+                    else LiveArgs.gate_margin,
+                    turns=ns.turns if ns.turns is not None else 0,
+                    interval_s=ns.interval, wait_s=ns.wait,
+                    canary_share=_given(ns.canary_share, preset["canary_share"]),
+                    canary_min_events=_given(ns.canary_min_events, preset["canary_min_events"]),
+                    canary_margin=ns.canary_margin)
+
+
 def _live(ns: argparse.Namespace) -> int:
     """Against the running server of the config: its event store, policy store and URL."""
     from router.config import load_config
-    from specialists.tab.loop.live import LiveArgs, run_live
+    from specialists.tab.loop.live import run_live
     from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
-    args = LiveArgs(min_events=ns.min_events, holdout=ns.holdout,
-                    gate_margin=ns.gate_margin if ns.gate_margin is not None
-                    else LiveArgs.gate_margin,
-                    turns=ns.turns if ns.turns is not None else 0,
-                    interval_s=ns.interval, wait_s=ns.wait, canary_share=ns.canary_share,
-                    canary_min_events=ns.canary_min_events, canary_margin=ns.canary_margin)
+    args = live_args(ns)
     url, key = _server_url(ns, config), _api_key(ns, config)
     events = _events(config, state)
 
@@ -94,6 +105,10 @@ def _status(ns: argparse.Namespace) -> int:
     finally:
         events.close()
     return 0
+
+
+def _given(value: Any, preset: Any) -> Any:
+    return preset if value is None else value
 
 
 def _progress(msg: str) -> None:
@@ -146,7 +161,7 @@ def _post(url: str, key: str | None, path: str, body: dict[str, Any]) -> dict[st
 
 
 def register(subparsers: Any) -> None:
-    from specialists.tab.loop.live import LiveArgs
+    from specialists.tab.loop.live import PRESETS, LiveArgs
     from specialists.tab.loop.runner import LoopArgs
 
     p = subparsers.add_parser(
@@ -167,7 +182,14 @@ def register(subparsers: Any) -> None:
                       help="the running server's URL (default: from the config)")
     live.add_argument("--api-key", default=None,
                       help="key for the server (default: COMPLEMENT_API_KEY or the config's)")
-    live.add_argument("--min-events", type=int, default=LiveArgs.min_events,
+    small = PRESETS["small-team"]
+    live.add_argument("--preset", choices=sorted(PRESETS), default="default",
+                      help="traffic thresholds by team size: default (about 2,000 Tab "
+                           "requests before a canary decision) or small-team (--min-events "
+                           f"{small['min_events']}, --canary-share {small['canary_share']}, "
+                           f"--canary-min-events {small['canary_min_events']}); a flag given "
+                           "on its own wins")
+    live.add_argument("--min-events", type=int, default=None,
                       help=f"labelled events a turn needs (default {LiveArgs.min_events})")
     live.add_argument("--holdout", type=float, default=LiveArgs.holdout,
                       help=f"share of events kept for the gate (default {LiveArgs.holdout})")
@@ -175,11 +197,11 @@ def register(subparsers: Any) -> None:
                       help="seconds between looks at the event store while waiting")
     live.add_argument("--wait", type=float, default=None,
                       help="give up waiting for events after this many seconds")
-    live.add_argument("--canary-share", type=float, default=LiveArgs.canary_share,
+    live.add_argument("--canary-share", type=float, default=None,
                       help="serve a candidate that passed the gate to this share of editors "
                            "first, and promote or roll it back on their measured reward "
                            f"(default {LiveArgs.canary_share}; 0: deploy to everyone at once)")
-    live.add_argument("--canary-min-events", type=int, default=LiveArgs.canary_min_events,
+    live.add_argument("--canary-min-events", type=int, default=None,
                       help="labelled events each canary arm needs before the decision "
                            f"(default {LiveArgs.canary_min_events})")
     live.add_argument("--canary-margin", type=float, default=LiveArgs.canary_margin,

@@ -68,6 +68,48 @@ def test_policy_store_is_atomic_and_immutable(tmp_path: Path, tiny_checkpoint: P
     assert not [p for p in store.versions_dir.iterdir() if p.name.startswith(".")]
 
 
+def test_the_small_team_preset_lowers_the_live_loops_thresholds() -> None:
+    """Issue 40: a canary decision needed ~2,000 Tab requests; a newcomer made ~400."""
+    from router.cli import build_parser
+    from router.commands.loop import live_args
+    from specialists.tab.loop.live import LiveArgs
+
+    def parsed(*flags: str) -> LiveArgs:
+        return live_args(build_parser().parse_args(["loop", *flags]))  # type: ignore[no-any-return]
+
+    default, small = parsed(), parsed("--preset", "small-team")
+    assert (default.min_events, default.canary_share, default.canary_min_events) == \
+        (LiveArgs.min_events, LiveArgs.canary_share, LiveArgs.canary_min_events)
+    # requests before a canary decision: labelled events per arm over the canary's share
+    assert small.canary_min_events / small.canary_share <= \
+        default.canary_min_events / default.canary_share / 10
+    assert small.min_events < default.min_events
+    assert parsed("--preset", "small-team", "--canary-min-events", "80").canary_min_events == 80
+    assert parsed("--min-events", "7").min_events == 7
+
+
+def test_status_says_what_became_of_versions_outside_the_lineage(tmp_path: Path,
+                                                                 tiny_checkpoint: Path) -> None:
+    """Issue 40: ``loop status`` listed the deployed 160 as the lineage while 161 and 162
+    existed, and said nothing of them."""
+    from specialists.tab.loop.runner import status
+
+    state, store, v = _state(tmp_path, tiny_checkpoint)
+    store.publish(tiny_checkpoint, v + 1, {"parent": v})
+    store.publish(tiny_checkpoint, v + 2, {"parent": v})
+    events = EventStore(sqlite_url(state))
+    try:
+        events.record_deploy(str(v + 1), "gate_failed", reason="test")
+        events.record_deploy(str(v), "turn", turn=0)
+        info = status(state, None, events)
+    finally:
+        events.close()
+    assert [c["version"] for c in info["lineage"]] == [v]
+    assert info["not_deployed"] == [
+        {"version": v + 2, "parent": v, "status": "not deployed"},
+        {"version": v + 1, "parent": v, "status": "gate_failed"}]
+
+
 def test_collect_train_gate_swap(served: tuple[str, Any, PolicyStore, int],
                                  toy_data: Path) -> None:
     url, app, store, v = served

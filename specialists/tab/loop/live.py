@@ -36,7 +36,19 @@ from specialists.base import SpecialistError
 from specialists.tab.events import EventStore
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["LiveArgs", "LiveTurn", "live_log", "run_live"]
+__all__ = ["LiveArgs", "LiveTurn", "PRESETS", "live_log", "run_live"]
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {"min_events": 200, "canary_share": 0.1, "canary_min_events": 200},
+    "small-team": {"min_events": 60, "canary_share": 0.5, "canary_min_events": 30},
+}
+"""The live loop's traffic thresholds by team size (``complement loop --preset``). The
+default needs about 2,000 Tab requests before a canary decision (200 labelled events an arm
+at a 10% share); ``small-team`` turns after 60 labelled events and judges a canary served
+to half the editors on 30 an arm, so a few people see the loop act within an afternoon.
+Its canary interval is wider: it rolls back only a clearly worse candidate, and the gate
+before it, on held-out events, still holds back one that is worse there."""
 
 
 @dataclass

@@ -336,6 +336,28 @@ def plot_turns(turns: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def _not_deployed(store: PolicyStore, in_lineage: set[Any], canary: dict[str, Any] | None,
+                  log: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The versions on disk outside the deployed lineage, newest first, each with its
+    parent and why it is not served (issue 40: ``lineage`` listed 160 while 161 and 162
+    existed, and nothing said what became of them): the canary now, the last decision the
+    deploy log holds for it (``gate_failed``, ``canary_failed``, a rollback), or
+    ``not deployed``."""
+    last: dict[str, str] = {}
+    for entry in log:  # newest first; the log keeps versions as text
+        if entry["event"] not in ("turn", "turn_start"):  # a turn names the deployed one
+            last.setdefault(str(entry.get("version")), entry["event"])
+    out = []
+    for v in sorted(store.versions(), reverse=True):
+        if v in in_lineage:
+            continue
+        lineage = store.lineage(v)
+        why = ("serving as the canary" if canary and canary.get("version") == v
+               else last.get(str(v), "not deployed"))
+        out.append({"version": v, "parent": lineage.get("parent"), "status": why})
+    return out[:20]
+
+
 def status(data_dir: str | Path, out: str | Path | None = None,
            events: EventStore | None = None) -> dict[str, Any]:
     """The deployed version, its lineage and any canary; with ``events``, every version's
@@ -347,6 +369,7 @@ def status(data_dir: str | Path, out: str | Path | None = None,
     deployed = store.deployed()
     info: dict[str, Any] = {"deployed": deployed, "canary": store.canary(),
                             "versions": store.versions()}
+    log: list[dict[str, Any]] = []
     if events is not None:
         info["events_per_version"] = events.version_stats()
         log = events.deploy_log(200)
@@ -366,6 +389,8 @@ def status(data_dir: str | Path, out: str | Path | None = None,
             chain.append(lineage)
             v = lineage.get("parent")
         info["lineage"] = chain
+        info["not_deployed"] = _not_deployed(store, {c.get("version") for c in chain},
+                                             info.get("canary"), log)
     if out is not None and (Path(out) / "loop.json").exists():
         info["last_turns"] = json.loads((Path(out) / "loop.json").read_text())["turns"][-5:]
     return info
