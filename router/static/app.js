@@ -116,7 +116,8 @@ const editor = new CM.EditorView({
     doc: "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n",
     extensions: [CM.Prec.highest(CM.keymap.of([{key: "Tab", run: acceptGhost},
                                                 {key: "Escape", run: rejectGhost}])),
-                 CM.basicSetup, CM.python(), ghostField, typingWatcher],
+                 CM.basicSetup, CM.python(), CM.indentUnit.of("    "),  // PEP 8: 4 spaces
+                 ghostField, typingWatcher],
   }),
 });
 window.complementEditor = editor;

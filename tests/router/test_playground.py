@@ -173,3 +173,13 @@ def test_a_reloaded_page_is_a_session_of_its_own_and_tab_keeps_answering(page: A
         "no ghost text after a reload"
     last = page.inner_text("#tab-last")
     assert "cancelled" not in last
+
+
+def test_the_editor_indents_python_by_four_spaces(page: Any) -> None:
+    """Issue 40: Enter after ``def f():`` indented by two spaces in a four-space file."""
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("def indented():")
+    page.keyboard.press("Enter")
+    doc = page.evaluate("window.complementEditor.state.doc.toString()")
+    assert doc.endswith("def indented():\n    "), repr(doc[-40:])

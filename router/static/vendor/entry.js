@@ -4,3 +4,4 @@ export { EditorState, StateField, StateEffect, Prec } from "@codemirror/state";
 export { Decoration, WidgetType, keymap } from "@codemirror/view";
 export { python } from "@codemirror/lang-python";
 export { javascript } from "@codemirror/lang-javascript";
+export { indentUnit } from "@codemirror/language";
