@@ -69,7 +69,8 @@ def dashboard_data(state: Any) -> dict[str, Any]:
     registry = getattr(state, "registry", None)
     spec = registry.find("tab") if registry is not None else None
     tab["deployed"] = spec.version if spec is not None else None
-    return {"routes": routes, "tab": tab, "evals": eval_reports(eval_dir())}
+    return {"routes": routes, "tab": tab, "evals": eval_reports(eval_dir()),
+            "eval_dir": str(eval_dir())}
 
 
 def eval_dir() -> Path:

@@ -156,24 +156,44 @@ document.getElementById("retrieve-run").onclick = async () => {
 };
 
 // -- Dashboard -----------------------------------------------------------------------------
-function bars(canvas, labels, series, colors, max) {
+function bars(canvas, labels, series, colors, max, legend = []) {
+  // a bar chart with its scale, a legend, and each label fitted to its bars (the full
+  // route/model names are in the table below the charts)
   const ctx = canvas.getContext("2d");
-  const w = canvas.width, h = canvas.height, pad = 28;
+  const w = canvas.width, h = canvas.height, left = 34, top = 22, bottom = 26;
   ctx.clearRect(0, 0, w, h);
   ctx.font = "11px system-ui"; ctx.fillStyle = "#5b6475";
-  const top = max ?? Math.max(1e-9, ...series.flat());
-  const group = (w - pad) / Math.max(1, labels.length);
+  const peak = max ?? Math.max(1e-9, ...series.flat());
+  const group = (w - left - 8) / Math.max(1, labels.length);
   const bw = Math.max(2, (group - 8) / Math.max(1, series.length));
+  const plot = h - top - bottom;
   labels.forEach((label, i) => {
     series.forEach((values, k) => {
-      const v = values[i] || 0, bh = (h - 2 * pad) * v / top;
+      const v = values[i] || 0, bh = plot * v / peak;
       ctx.fillStyle = colors[k];
-      ctx.fillRect(pad + i * group + k * bw, h - pad - bh, bw - 1, bh);
+      ctx.fillRect(left + i * group + k * bw, h - bottom - bh, bw - 1, bh);
     });
     ctx.fillStyle = "#5b6475";
-    ctx.fillText(String(label).slice(0, 14), pad + i * group, h - pad + 12);
+    const room = group - 6;
+    let text = String(label);
+    if (ctx.measureText(text).width > room) {  // fitted to its bar group, with an ellipsis
+      while (text.length > 1 && ctx.measureText(text + "…").width > room) text = text.slice(0, -1);
+      text += "…";
+    }
+    ctx.fillText(text, left + i * group, h - bottom + 14);
   });
-  ctx.fillText(String(+top.toFixed(3)), 2, pad);
+  ctx.fillStyle = "#5b6475"; ctx.textAlign = "left";
+  ctx.fillText(String(+peak.toFixed(3)), 2, top + 4);
+  ctx.fillText("0", 2, h - bottom);
+  let x = w - 8;
+  for (let k = legend.length - 1; k >= 0; k--) {  // right-aligned, one entry per series
+    const width = ctx.measureText(legend[k]).width;
+    x -= width;
+    ctx.fillStyle = "#5b6475"; ctx.fillText(legend[k], x, 12);
+    x -= 14; ctx.fillStyle = colors[k]; ctx.fillRect(x, 3, 10, 10);
+    x -= 12;
+  }
+  if (!labels.length) { ctx.fillStyle = "#5b6475"; ctx.fillText("no requests yet", left + 8, top + plot / 2); }
 }
 
 async function refreshDashboard() {
@@ -181,17 +201,20 @@ async function refreshDashboard() {
   if (!r.ok) return;
   const d = await r.json();
   const names = d.routes.map(x => `${x.route}/${x.model}`);
-  bars(document.getElementById("chart-requests"), names, [d.routes.map(x => x.requests)], ["#4c6ef5"]);
+  bars(document.getElementById("chart-requests"), names, [d.routes.map(x => x.requests)], ["#4c6ef5"],
+       undefined, ["requests"]);
   const buckets = {};
   for (const row of d.routes) {
     let prev = 0;
     for (const b of row.latency_buckets) { buckets[b.le] = (buckets[b.le] || 0) + b.count - prev; prev = b.count; }
   }
   const les = Object.keys(buckets).filter(le => buckets[le] > 0);
-  bars(document.getElementById("chart-latency"), les.map(le => `≤${le}s`), [les.map(le => buckets[le])], ["#12b886"]);
+  bars(document.getElementById("chart-latency"), les.map(le => `≤${le}s`), [les.map(le => buckets[le])], ["#12b886"],
+       undefined, ["requests"]);
   const v = d.tab.versions;
   bars(document.getElementById("chart-tab"), v.map(x => `v${x.version}`),
-       [v.map(x => x.show_rate), v.map(x => x.accept_rate)], ["#fab005", "#4c6ef5"], 1);
+       [v.map(x => x.show_rate), v.map(x => x.accept_rate)], ["#fab005", "#4c6ef5"], 1,
+       ["show rate", "accept rate"]);
   const routes = document.getElementById("routes-table");
   routes.innerHTML = "<tr><th>route</th><th>model</th><th>requests</th><th>mean latency</th><th>cost (USD)</th><th>escalations</th></tr>";
   for (const x of d.routes) {
@@ -217,6 +240,13 @@ async function refreshDashboard() {
   }
   const evals = document.getElementById("evals-table");
   evals.innerHTML = "<tr><th>run</th><th>suite</th><th>route</th><th>tasks</th><th>exact</th><th>cost per task (USD)</th></tr>";
+  if (!d.evals.length) {
+    const cell = evals.insertRow().insertCell();
+    cell.colSpan = 6;
+    cell.className = "empty";
+    cell.textContent = `no eval runs in ${d.eval_dir || "runs/eval"} yet: ` +
+      "complement eval configs/eval/edit.yaml writes one (README, \"Editing and evaluating routes\")";
+  }
   for (const run of d.evals) {
     for (const [route, x] of Object.entries(run.routes)) {
       const row = evals.insertRow();

@@ -183,3 +183,28 @@ def test_the_editor_indents_python_by_four_spaces(page: Any) -> None:
     page.keyboard.press("Enter")
     doc = page.evaluate("window.complementEditor.state.doc.toString()")
     assert doc.endswith("def indented():\n    "), repr(doc[-40:])
+
+
+def test_the_charts_have_a_legend_and_no_eval_runs_says_how_to_make_one(
+        page: Any, served: tuple[str, Any], tmp_path: Path) -> None:
+    """Issue 40: the charts had no legend, and "Last eval reports" was an empty table."""
+    page.evaluate("refreshDashboard()")
+    page.wait_for_function("document.querySelectorAll('#routes-table tr').length > 1")
+    legend = page.evaluate("""() => {
+        const c = document.getElementById('chart-tab');
+        const px = c.getContext('2d').getImageData(c.width - 200, 0, 200, 16).data;
+        const seen = new Set();
+        for (let i = 0; i < px.length; i += 4) seen.add(`${px[i]},${px[i+1]},${px[i+2]}`);
+        return [seen.has('250,176,5'), seen.has('76,110,245')]; }""")
+    assert legend == [True, True], "the Tab chart's legend (show rate, accept rate) is missing"
+    empty = tmp_path / "no-evals"
+    empty.mkdir()
+    before = os.environ["COMPLEMENT_EVAL_DIR"]
+    os.environ["COMPLEMENT_EVAL_DIR"] = str(empty)
+    try:
+        page.evaluate("refreshDashboard()")
+        page.wait_for_function(
+            "document.getElementById('evals-table').innerText.includes('no eval runs')")
+        assert "complement eval configs/eval/edit.yaml" in page.inner_text("#evals-table")
+    finally:
+        os.environ["COMPLEMENT_EVAL_DIR"] = before
