@@ -168,3 +168,29 @@ def test_the_first_tab_example_answers_as_documented(server: tuple[str, dict[str
     assert why["explain"]["n_candidates"] >= 1
     assert any(t["shows"] and t["shows"]["text"] == "urn" for t in why["explain"]["top_actions"])
 
+
+
+def test_the_first_ten_minutes_followed_literally_show_accept_and_count_it(
+        server: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    """Issue 40: from the README's first ten minutes, run as written and in order, a Tab
+    suggestion is shown, accepted, and the accept is in ``complement loop status``."""
+    base, env = server
+    port = base.rsplit(":", 1)[1]
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## The first ten minutes"):text.index("## The API")]
+    script = "\n".join(code for code, _ in _fenced("bash", section))
+    script = script.replace("localhost:8000", f"127.0.0.1:{port}")
+    tab_json = tmp_path / "tab.json"  # not /tmp/tab.json: tests may run side by side
+    script = script.replace("/tmp/tab.json", str(tab_json))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(tab_json.read_text())
+    assert answer["suggestion"] is not None, answer  # shown, within the loop's five tries
+    assert '"status": "recorded"' in done.stdout or '"status":"recorded"' in done.stdout, \
+        done.stdout[-2000:]
+    # the last block's last output: jq's {deployed, events_per_version}, pretty-printed
+    status = json.loads(done.stdout[done.stdout.rindex('{\n  "deployed"'):])
+    deployed = [v for v in status["events_per_version"]
+                if str(v["version"]) == str(status["deployed"])]
+    assert deployed and deployed[0]["accepted"] >= 1, status

@@ -369,7 +369,8 @@ class EventStore:
         for r in rows:
             n, shown, acc = int(r.n), int(r.shown or 0), int(r.accepted or 0)
             reward = acc * accept + (shown - acc) * reject + (n - shown) * none
-            out.append({"version": r.policy_version, "events": n, "show_rate": shown / n,
+            out.append({"version": r.policy_version, "events": n, "shown": shown,
+                        "accepted": acc, "show_rate": shown / n,
                         "accept_rate": acc / shown if shown else 0.0,
                         "reward_per_request": reward / n})
         out.sort(key=lambda row: (0, int(row["version"]), "") if str(row["version"]).isdigit()
