@@ -26,3 +26,18 @@ def test_no_library_file_names_the_router() -> None:
     offenders = [str(p.relative_to(ROOT)) for d in ("specialists", "retrieval")
                  for p in (ROOT / d).rglob("*.py") if pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_the_applier_has_no_import_circle_even_for_types() -> None:
+    """Issue 36: ``merger`` and five step modules imported each other (the steps for the
+    ``Merger`` type). The steps now take a ``reading.Reading``; the circle is gone with
+    ``TYPE_CHECKING`` imports counted too, which the import-linter contracts leave out."""
+    import grimp
+
+    graph = grimp.build_graph("specialists", include_external_packages=False)
+    modules = sorted(m for m in graph.modules if m.startswith("specialists.apply."))
+    circles = sorted({tuple(sorted((a, b))) for a in modules
+                      for b in graph.find_modules_directly_imported_by(a)
+                      if b.startswith("specialists.apply.") and b != a
+                      and graph.chain_exists(importer=b, imported=a)})
+    assert len(modules) > 20 and circles == [], circles

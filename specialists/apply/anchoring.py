@@ -16,7 +16,7 @@ from specialists.apply.markers import LineKind
 from specialists.apply.result import Abstain
 
 if TYPE_CHECKING:
-    from specialists.apply.merger import Merger
+    from specialists.apply.reading import Reading
 
 __all__ = ["check_dropped_anchors", "estimate_shift", "extend", "faithful_indentation",
            "heaviest_chain", "unique_pairs", "weak"]
@@ -27,7 +27,7 @@ def weak(key: str) -> bool:
     return len(key) <= 4 or not any(map(str.isalnum, key))
 
 
-def unique_pairs(merger: Merger) -> list[tuple[int, int]]:
+def unique_pairs(merger: Reading) -> list[tuple[int, int]]:
     """(sketch line, original line) for every line found once in each and not trivial;
     also counts the sketch's code lines (``scount``)."""
     sk, pos = merger.sk, merger.pos
@@ -76,7 +76,7 @@ def heaviest_chain(pairs: list[tuple[int, int, float]], n: int) -> list[tuple[in
     return out
 
 
-def check_dropped_anchors(merger: Merger, pairs: list[tuple[int, int, float]],
+def check_dropped_anchors(merger: Reading, pairs: list[tuple[int, int, float]],
                           skeleton: list[tuple[int, int]]) -> None:
     """A block's edge line next to a marker, found once in the original and once in the
     sketch, left out of the chain: the other anchors put the block somewhere this line
@@ -88,7 +88,7 @@ def check_dropped_anchors(merger: Merger, pairs: list[tuple[int, int, float]],
                           merger.sk.span(j, j))
 
 
-def estimate_shift(merger: Merger, pairs: Iterable[tuple[int, int]]) -> int:
+def estimate_shift(merger: Reading, pairs: Iterable[tuple[int, int]]) -> int:
     """The sketch's uniform indentation shift: the commonest width difference of the
     matched lines, a block's edge lines next to a marker (context the writer copied)
     counting as much as the ``boundary`` weight (code moved in or out of a block
@@ -100,7 +100,7 @@ def estimate_shift(merger: Merger, pairs: Iterable[tuple[int, int]]) -> int:
     return max(votes, key=lambda d: (votes[d], -abs(d))) if votes else 0
 
 
-def extend(merger: Merger) -> None:
+def extend(merger: Reading) -> None:
     """Grow every match to equal neighbours up to the next match.
 
     A run of blank lines is crossed only when the line after it matches too: blank lines
@@ -120,7 +120,7 @@ def extend(merger: Merger) -> None:
         _grow(merger, j, p, -1, pj, pp, used)
 
 
-def _grow(merger: Merger, j: int, p: int, step: int, stop_j: int, stop_p: int,
+def _grow(merger: Reading, j: int, p: int, step: int, stop_j: int, stop_p: int,
           used: set[int]) -> None:
     ok, sm, m, n = merger.ok, merger.sm, merger.m, merger.n
     kinds, keys = merger.sk.kinds, merger.sk.keys
@@ -154,7 +154,7 @@ def _grow(merger: Merger, j: int, p: int, step: int, stop_j: int, stop_p: int,
             return
 
 
-def faithful_indentation(merger: Merger) -> bool:
+def faithful_indentation(merger: Reading) -> bool:
     """Whether the sketch copies the file's indentation bytes (most matched indented lines
     agree byte for byte): then its own bytes are trusted, a spaces-to-tabs fix included;
     otherwise the writer converted them, and the file's style is put back."""

@@ -13,7 +13,7 @@ from specialists.apply.result import Abstain
 from specialists.apply.similarity import rewrites
 
 if TYPE_CHECKING:
-    from specialists.apply.merger import Merger
+    from specialists.apply.reading import Reading
 
 __all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_remove",
            "remove_candidates", "whole_definitions"]
@@ -21,7 +21,7 @@ __all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_rem
 _BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
 
 
-def delete(merger: Merger, lo: int, hi: int, by_remove: bool, dry: bool = False,
+def delete(merger: Reading, lo: int, hi: int, by_remove: bool, dry: bool = False,
            count: bool = True) -> None:
     """Original lines lo..hi are dropped: count their non-blank lines as deleted by a
     ``remove`` comment or by context (not on a ``dry`` run, which only compares text)."""
@@ -34,7 +34,7 @@ def delete(merger: Merger, lo: int, hi: int, by_remove: bool, dry: bool = False,
         merger.deleted_by_context += nonblank
 
 
-def remove_candidates(merger: Merger, info: MarkerInfo) -> list[tuple[int, int]]:
+def remove_candidates(merger: Reading, info: MarkerInfo) -> list[tuple[int, int]]:
     """Every original run a remove comment may delete: its quoted first..last lines or
     the definition it names, with ``_separating_blanks``."""
     ok, n = merger.ok, merger.n
@@ -53,7 +53,7 @@ def remove_candidates(merger: Merger, info: MarkerInfo) -> list[tuple[int, int]]
     return sorted({_separating_blanks(merger, t0, t1) for t0, t1 in runs})
 
 
-def _separating_blanks(merger: Merger, t0: int, t1: int) -> tuple[int, int]:
+def _separating_blanks(merger: Reading, t0: int, t1: int) -> tuple[int, int]:
     """A removed run takes the blank lines after it when a blank line (or the file's
     start) precedes it, and the blank lines before it at the end of the file, so the
     blank separation around it stays as it was. The piecewise reading's rule
@@ -70,7 +70,7 @@ def _separating_blanks(merger: Merger, t0: int, t1: int) -> tuple[int, int]:
     return t0, t1
 
 
-def locate_remove(merger: Merger, info: MarkerInfo, lo: int, hi: int, j: int,
+def locate_remove(merger: Reading, info: MarkerInfo, lo: int, hi: int, j: int,
                   required: bool) -> tuple[int, int] | None:
     """The original run in lo..hi that remove comment ``j`` names (its quoted first..last
     lines, or the definition it names), or ``None`` when not ``required`` and not found."""
@@ -106,14 +106,14 @@ def locate_remove(merger: Merger, info: MarkerInfo, lo: int, hi: int, j: int,
     return None
 
 
-def _alone(merger: Merger, j: int) -> bool:
+def _alone(merger: Reading, j: int) -> bool:
     """Remove comment j stands between two separators (markers, remove comments or the
     sketch's edges): no new code beside it that the blank lines around it may set apart."""
     kinds = merger.sk.kinds
     return all(i < 0 or i >= merger.m or kinds[i] != LineKind.CODE for i in (j - 1, j + 1))
 
 
-def _joined_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
+def _joined_blanks(merger: Reading, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
     """Quoted lines t0..t1 to remove, with a blank run on either side (the one below with
     code after it before ``hi``): deleted alone, they would join the two runs into one as
     long as both. The writer removed a block and one of the blank runs that set it apart;
@@ -132,7 +132,7 @@ def _joined_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[
     return t0, t1
 
 
-def _with_separating_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
+def _with_separating_blanks(merger: Reading, t0: int, t1: int, lo: int, hi: int) -> tuple[int, int]:
     """A removed definition takes the blank lines after it with it (before it at the end
     of the file), so the blank lines between the definitions left stay as they were."""
     end = t1
@@ -145,14 +145,14 @@ def _with_separating_blanks(merger: Merger, t0: int, t1: int, lo: int, hi: int) 
     return t0, t1
 
 
-def _quoted(merger: Merger, key: str, lo: int, hi: int) -> list[int]:
+def _quoted(merger: Reading, key: str, lo: int, hi: int) -> list[int]:
     """Original lines in lo..hi equal to a remove comment's quoted line, or, when none
     is, those that contain it (a quote may be cut short)."""
     return [p for p in range(lo, hi) if merger.ok[p] == key] or [
         p for p in range(lo, hi) if key and key in merger.ok[p]]
 
 
-def _unique_line(merger: Merger, quote: str, lo: int, hi: int, span: tuple[int, int],
+def _unique_line(merger: Reading, quote: str, lo: int, hi: int, span: tuple[int, int],
                  required: bool) -> int | None:
     hits = _quoted(merger, quote.strip(), lo, hi)
     if len(hits) == 1:
@@ -164,7 +164,7 @@ def _unique_line(merger: Merger, quote: str, lo: int, hi: int, span: tuple[int, 
     return None
 
 
-def definitions_named(merger: Merger, name: str, lo: int, hi: int) -> list[tuple[int, int]]:
+def definitions_named(merger: Reading, name: str, lo: int, hi: int) -> list[tuple[int, int]]:
     """(start, end) of each definition in lo..hi with this name, decorators included."""
     out = []
     for p in range(lo, hi):
@@ -177,7 +177,7 @@ def definitions_named(merger: Merger, name: str, lo: int, hi: int) -> list[tuple
     return out
 
 
-def check_implicit_deletion(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:
+def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
     """Original lines deleted between two consecutive sketch lines (no marker between):
     certain only when both lines are pinned by a run holding a line found once in the
     original and once in the sketch, or when the sketch's new lines there rewrite them.
@@ -211,7 +211,7 @@ def check_implicit_deletion(merger: Merger, ja: int, pa: int, jb: int, pb: int) 
                   "certainly placed", merger.sk.span(ja, jb))
 
 
-def _only_place_above(merger: Merger, ja: int, pb: int) -> bool:
+def _only_place_above(merger: Reading, ja: int, pb: int) -> bool:
     """The sketch's last line with text above a pinned line pb (blank lines between) can go
     in one place only: its text occurs once between the last certainly placed line above
     it and pb. A marker may stand for any number of lines, so that is every place the
@@ -232,7 +232,7 @@ def _only_place_above(merger: Merger, ja: int, pb: int) -> bool:
     return places == [merger.sm[upper]]
 
 
-def _closed_up_definitions(merger: Merger, ja: int, jb: int, pb: int) -> bool:
+def _closed_up_definitions(merger: Reading, ja: int, jb: int, pb: int) -> bool:
     """The sketch shows two definitions' neighbours closed up: the lines it leaves out
     between them are whole definitions (decorators, header, body), the line after them is
     pinned by a line found once in the original and once in the sketch and opens the next
@@ -257,7 +257,7 @@ def _closed_up_definitions(merger: Merger, ja: int, jb: int, pb: int) -> bool:
     return whole_definitions(merger, pa + 1, pb)
 
 
-def whole_definitions(merger: Merger, lo: int, pb: int) -> bool:
+def whole_definitions(merger: Reading, lo: int, pb: int) -> bool:
     """The original's lines with text in lo..pb are whole definitions (decorators, header,
     body) at one depth, and line pb opens the next one at that depth (or ends the
     enclosing block): what a sketch that shows the lines around them closed up deletes."""
@@ -291,7 +291,7 @@ def whole_definitions(merger: Merger, lo: int, pb: int) -> bool:
     return True
 
 
-def _rewrites_body(merger: Merger, ja: int, pa: int, pb: int) -> bool:
+def _rewrites_body(merger: Reading, ja: int, pa: int, pb: int) -> bool:
     """The deletion runs from inside a pinned definition to its end: the sketch wrote
     that definition's new body in full (a full definition replaces the old one)."""
     sk = merger.sk
@@ -308,12 +308,12 @@ def _rewrites_body(merger: Merger, ja: int, pa: int, pb: int) -> bool:
     return False
 
 
-def _unique(merger: Merger, key: str) -> bool:
+def _unique(merger: Reading, key: str) -> bool:
     """A line found once in the original and once in the sketch: it pins its match."""
     return len(merger.pos.get(key, ())) == 1 and merger.scount.get(key) == 1
 
 
-def _pinned_stretch(merger: Merger, j: int, step: int) -> int:
+def _pinned_stretch(merger: Reading, j: int, step: int) -> int:
     """How many of the sketch's code lines from j on, walking by ``step`` up to the next
     marker (or the sketch's edge), are placed where they occur once in the original and
     once in the sketch (at most 2). Such lines around a deletion with no marker between
@@ -328,7 +328,7 @@ def _pinned_stretch(merger: Merger, j: int, step: int) -> int:
     return found
 
 
-def _anchored_run(merger: Merger, j: int, p: int, step: int, need: int = 1) -> bool:
+def _anchored_run(merger: Reading, j: int, p: int, step: int, need: int = 1) -> bool:
     """Whether the diagonal run of matches through (j, p), walking by ``step``, holds a line
     that occurs once in the original and once in the sketch."""
     sk = merger.sk

@@ -23,14 +23,14 @@ from specialists.apply.sketch_lines import IMPLICIT
 from specialists.apply.text import reindent
 
 if TYPE_CHECKING:
-    from specialists.apply.merger import Merger
+    from specialists.apply.reading import Reading
 
 __all__ = ["emit_gap", "emit_matched", "file_head"]
 
 _MAX_HEADER = 6  # lines a definition's signature may take
 
 
-def emit_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int, out: list[str], origin: list[int],
+def emit_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int, out: list[str], origin: list[int],
              dry: bool = False) -> None:
     """Write what lies strictly between anchors (ja, pa) and (jb, pb): with no separator
     there, the sketch's lines replace the original's; with one, the marker keeps its span
@@ -86,7 +86,7 @@ def emit_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int, out: list[str],
     _emit_new(merger, post, out, origin)
 
 
-def _header_closed_up(merger: Merger, pa: int, pb: int) -> bool:
+def _header_closed_up(merger: Reading, pa: int, pb: int) -> bool:
     """Original line pa opens a definition (``def f():``, ``class C {``) and pb, after only
     blank lines, is the first line of its body, which the sketch writes right under the
     header: the blank lines there are what formatters delete (black, prettier), so the
@@ -98,7 +98,7 @@ def _header_closed_up(merger: Merger, pa: int, pb: int) -> bool:
             and definition_name(ok[pa], merger.language) is not None)
 
 
-def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str],
+def _replace_run(merger: Reading, lo: int, hi: int, new: list[int], out: list[str],
                  origin: list[int], dry: bool) -> None:
     """Original lines lo..hi give way to the sketch lines ``new``. A blank run at either
     end that the sketch wrote shorter keeps its original length: sketch writers drop a
@@ -136,7 +136,7 @@ def _replace_run(merger: Merger, lo: int, hi: int, new: list[int], out: list[str
         _keep(merger, hi, hi + tail_o, out, origin)
 
 
-def _glued_insertion(merger: Merger, lo: int, hi: int, new: list[int], lead_s: int,
+def _glued_insertion(merger: Reading, lo: int, hi: int, new: list[int], lead_s: int,
                      out: list[str], origin: list[int], dry: bool) -> list[int] | None:
     """New code written into a run of blank lines only (original lines lo..hi), glued to
     the line above it (below it) and followed (preceded) by a shorter blank run: the
@@ -160,7 +160,7 @@ def _glued_insertion(merger: Merger, lo: int, hi: int, new: list[int], lead_s: i
     return None
 
 
-def _trim_blanks(merger: Merger, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:
+def _trim_blanks(merger: Reading, js: list[int], before_sep: bool, lo: int, hi: int) -> list[int]:
     """Unmatched blank lines next to a marker that the kept span starts (ends) with too:
     they stand for the same blank lines, which the span keeps."""
     ok = merger.ok
@@ -177,7 +177,7 @@ def _trim_blanks(merger: Merger, js: list[int], before_sep: bool, lo: int, hi: i
     return js
 
 
-def _emit_single_sep(merger: Merger, sep: int, pre: list[int], post: list[int], lo: int, hi: int,
+def _emit_single_sep(merger: Reading, sep: int, pre: list[int], post: list[int], lo: int, hi: int,
                      out: list[str], origin: list[int], dry: bool,
                      bracketed: bool = False) -> None:
     """One separator between the block's new edge lines: a ``remove`` comment deletes
@@ -285,7 +285,7 @@ def _head_lines(keys: list[str]) -> bool:
     return True
 
 
-def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -> bool:
+def _edge_deletes(merger: Reading, sep: int, lo: int, hi: int, rest: list[str]) -> bool:
     """Whether original lines lo..hi, before the sketch's first (after its last) line and no
     marker there, are deleted: the sketch starts (ends) the file. Frontier models leave
     out the first marker when their sketch starts the file, so a sketch that opens with the
@@ -326,7 +326,7 @@ def _edge_deletes(merger: Merger, sep: int, lo: int, hi: int, rest: list[str]) -
     return True
 
 
-def _edge_moved(merger: Merger, sep: int) -> bool:
+def _edge_moved(merger: Reading, sep: int) -> bool:
     """The sketch's first code line (``sep`` 0) or its last is matched to an original line
     at another indentation: written where the sketch moved it, so it is new code there."""
     sk = merger.sk
@@ -338,7 +338,7 @@ def _edge_moved(merger: Merger, sep: int) -> bool:
     return sk.widths[edge] - merger.shift != merger.owidth[merger.sm[edge]]
 
 
-def _pinned(merger: Merger, j: int) -> bool:
+def _pinned(merger: Reading, j: int) -> bool:
     """Sketch line j is found once in the original and once in the sketch, and matched
     there at the original's indentation (a line moved deeper is new code's, not context)."""
     key, p = merger.sk.keys[j], merger.sm[j]
@@ -347,7 +347,7 @@ def _pinned(merger: Merger, j: int) -> bool:
             and merger.sk.widths[j] - merger.shift == merger.owidth[p])
 
 
-def _check_keep(merger: Merger, sep: int, lo: int, hi: int) -> None:
+def _check_keep(merger: Reading, sep: int, lo: int, hi: int) -> None:
     """A marker that names what it keeps (``... keep foo ...``) must keep a line naming it."""
     info = merger.sk.infos[sep]
     if info is None or not info.keep_name:
@@ -359,7 +359,7 @@ def _check_keep(merger: Merger, sep: int, lo: int, hi: int) -> None:
                       f"does not contain it", merger.sk.span(sep, sep))
 
 
-def _check_marker_indent(merger: Merger, sep: int, lo: int, hi: int) -> None:
+def _check_marker_indent(merger: Reading, sep: int, lo: int, hi: int) -> None:
     """A marker stands for lines that start at its own indentation (that is where a
     sketch writer puts it). Kept lines that open deeper than the marker are the rest of
     the statement before it, which the sketch may have rewritten: abstain."""
@@ -372,7 +372,7 @@ def _check_marker_indent(merger: Merger, sep: int, lo: int, hi: int) -> None:
                       merger.sk.span(sep, sep))
 
 
-def _emit_floating(merger: Merger, seps: list[int], lo: int, hi: int, out: list[str],
+def _emit_floating(merger: Reading, seps: list[int], lo: int, hi: int, out: list[str],
                    origin: list[int], dry: bool) -> None:
     """Several separators between two anchors: place each group between the markers.
 
@@ -416,14 +416,14 @@ def _emit_floating(merger: Merger, seps: list[int], lo: int, hi: int, out: list[
         _keep(merger, cursor, hi, out, origin)
 
 
-def _check_keep_range(merger: Merger, first: int, upto: int, lo: int, hi: int) -> None:
+def _check_keep_range(merger: Reading, first: int, upto: int, lo: int, hi: int) -> None:
     """``_check_keep`` for every marker of first..upto, over the span lo..hi they keep."""
     for i in range(first, upto):
         if merger.sk.kinds[i] == LineKind.MARKER:
             _check_keep(merger, i, lo, hi)
 
 
-def _replaced_header(merger: Merger, post: list[int], lo: int, hi: int) -> int | None:
+def _replaced_header(merger: Reading, post: list[int], lo: int, hi: int) -> int | None:
     """Where the original's header lines start that the block's new header replaces: the
     block's new lines end with a definition's signature (one line, or several ending in
     ``:`` / ``{``), and the lines right before its matched body are the original's
@@ -448,7 +448,7 @@ def _replaced_header(merger: Merger, post: list[int], lo: int, hi: int) -> int |
     return None
 
 
-def _same_definition(merger: Merger, j: int, p: int) -> bool:
+def _same_definition(merger: Reading, j: int, p: int) -> bool:
     """Unmatched sketch line j opens the definition original line p opens (by name)."""
     if merger.sm[j] >= 0 or not merger.sk.keys[j] or not merger.ok[p]:
         return False
@@ -456,7 +456,7 @@ def _same_definition(merger: Merger, j: int, p: int) -> bool:
     return new is not None and new == definition_name(merger.ok[p], merger.language)
 
 
-def _unfinished_definition(merger: Merger, sep: int, lo: int, hi: int) -> int:
+def _unfinished_definition(merger: Reading, sep: int, lo: int, hi: int) -> int:
     """End of a definition the block before ``sep`` opened but a marker outside it closes.
 
     ``def bar():`` / ``return 10`` / ``# ... existing code ...`` at the header's level: the
@@ -496,7 +496,7 @@ def _unfinished_definition(merger: Merger, sep: int, lo: int, hi: int) -> int:
     return lo
 
 
-def emit_matched(merger: Merger, j: int, p: int, out: list[str], origin: list[int]) -> None:
+def emit_matched(merger: Reading, j: int, p: int, out: list[str], origin: list[int]) -> None:
     """A sketch line matched to original line p: the original's bytes where they agree.
 
     The original keeps its indentation characters and line ending; the sketch decides the
@@ -534,7 +534,7 @@ def emit_matched(merger: Merger, j: int, p: int, out: list[str], origin: list[in
         origin.append(-1)
 
 
-def _emit_new(merger: Merger, js: Iterable[int], out: list[str], origin: list[int]) -> None:
+def _emit_new(merger: Reading, js: Iterable[int], out: list[str], origin: list[int]) -> None:
     """The sketch's code lines js: matched ones as ``emit_matched`` writes them, the rest new."""
     for j in js:
         if merger.sk.kinds[j] != LineKind.CODE:
@@ -546,7 +546,7 @@ def _emit_new(merger: Merger, js: Iterable[int], out: list[str], origin: list[in
             origin.append(-1)
 
 
-def _new_line(merger: Merger, j: int) -> str:
+def _new_line(merger: Reading, j: int) -> str:
     """A new sketch line, in the file's indentation style and line ending."""
     line = merger.sk.raw[j]
     if not merger.faithful:
@@ -554,7 +554,7 @@ def _new_line(merger: Merger, j: int) -> str:
     return line + "\r" if merger.o.crlf else line
 
 
-def _indent_char_near(merger: Merger, j: int) -> str:
+def _indent_char_near(merger: Reading, j: int) -> str:
     """The indentation character of the nearest indented original line the sketch's
     block matched around line j (a Go file's template strings may be indented with
     spaces while its code uses tabs); the file's commonest otherwise."""
@@ -568,7 +568,7 @@ def _indent_char_near(merger: Merger, j: int) -> str:
     return merger.o.indent_char
 
 
-def _keep(merger: Merger, lo: int, hi: int, out: list[str], origin: list[int]) -> None:
+def _keep(merger: Reading, lo: int, hi: int, out: list[str], origin: list[int]) -> None:
     """Original lines lo..hi stay as they are."""
     out.extend(merger.o.raw[lo:hi])
     origin.extend(range(lo, hi))

@@ -19,12 +19,12 @@ from specialists.apply.result import Abstain
 from specialists.apply.similarity import similarities
 
 if TYPE_CHECKING:
-    from specialists.apply.merger import Merger
+    from specialists.apply.reading import Reading
 
 __all__ = ["check_replaced_imports", "locate_group"]
 
 
-def locate_group(merger: Merger, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int]:
+def locate_group(merger: Reading, g0: int, g1: int, lo: int, hi: int) -> tuple[int, int]:
     """The original region a group of remove comments and code lines replaces."""
     sk = merger.sk
     removes = [i for i in range(g0, g1 + 1) if sk.kinds[i] == LineKind.REMOVE]
@@ -45,7 +45,7 @@ def locate_group(merger: Merger, g0: int, g1: int, lo: int, hi: int) -> tuple[in
     return t0, t1
 
 
-def _locate_code(merger: Merger, j0: int, j1: int, lo: int, hi: int) -> tuple[int, int]:
+def _locate_code(merger: Reading, j0: int, j1: int, lo: int, hi: int) -> tuple[int, int]:
     """Where a block with no exact anchor between two markers goes, or abstain."""
     sk = merger.sk
     span = sk.span(j0, j1)
@@ -104,7 +104,7 @@ def _bound(line: str) -> set[str]:
                                                      "var", "require"}
 
 
-def check_replaced_imports(merger: Merger, out: list[str]) -> None:
+def check_replaced_imports(merger: Reading, out: list[str]) -> None:
     """An import placed by similarity over one from the same module that binds other names
     (``import MAC`` over ``import WIN``) replaces it; where the merged file still uses a
     name only the old line bound, the new line more likely goes beside it: abstain."""
@@ -130,7 +130,7 @@ def _names(line: str) -> str:
     return line
 
 
-def _check_not_renamed(merger: Merger, name: str, t0: int, t1: int,
+def _check_not_renamed(merger: Reading, name: str, t0: int, t1: int,
                        span: tuple[int, int]) -> None:
     """A block that opens a definition the original does not have, placed by similarity
     over one that defines another name, would delete that one: in a small file a short
@@ -142,7 +142,7 @@ def _check_not_renamed(merger: Merger, name: str, t0: int, t1: int,
                           f"not say whether it replaces it or goes beside it", span)
 
 
-def _opens_body(merger: Merger, js: list[int], j1: int) -> bool:
+def _opens_body(merger: Reading, js: list[int], j1: int) -> bool:
     """Whether the marker after the group stands inside the group's first definition."""
     sk = merger.sk
     nxt = j1 + 1
@@ -150,7 +150,7 @@ def _opens_body(merger: Merger, js: list[int], j1: int) -> bool:
             and sk.widths[nxt] > sk.widths[js[0]])
 
 
-def _header_line(merger: Merger, name: str, t0: int, t1: int) -> tuple[int, int]:
+def _header_line(merger: Reading, name: str, t0: int, t1: int) -> tuple[int, int]:
     """The line of t0..t1 that opens the definition ``name`` (the first line if none)."""
     for p in range(t0, t1):
         found = definition_name(merger.ok[p], merger.language)
@@ -159,7 +159,7 @@ def _header_line(merger: Merger, name: str, t0: int, t1: int) -> tuple[int, int]
     return (t0, t0 + 1)
 
 
-def _fuzzy_region(merger: Merger, js: list[int], lo: int, hi: int,
+def _fuzzy_region(merger: Reading, js: list[int], lo: int, hi: int,
                   span: tuple[int, int]) -> tuple[int, int]:
     """The one contiguous original region the block's lines are edits of."""
     threshold = merger.options.fuzzy_threshold

@@ -13,8 +13,6 @@ optimal placements that give different files mean the sketch is ambiguous: absta
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,41 +22,20 @@ from specialists.apply.expansion import emit_gap
 from specialists.apply.languages import definition_end, definition_name
 from specialists.apply.markers import LineKind
 from specialists.apply.result import Abstain
+from specialists.apply.weights import DEFAULT_WEIGHTS, Weights, deletion_costs
 
 if TYPE_CHECKING:
-    from specialists.apply.merger import Merger
+    from specialists.apply.reading import Reading
 
 __all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "deletion_costs", "warm"]
 
 
-@dataclass(frozen=True)
-class Weights:
-    """The gap DP's scores. ``merge`` also runs perturbed copies: a placement that changes
-    when a weight moves a little was a near tie, and a near tie is a guess (abstain)."""
-
-    boundary: float = 10.0  # a block's first/last non-blank line next to a marker: its anchor
-    blank_edge: float = 3.0  # a blank first/last line of a block: a weak anchor
-    blank_run: float = 0.5  # another blank line of that edge run
-    middle: float = 0.1  # any other line: matching it must never pay for deleting one
-    diag: float = 0.05  # consecutive sketch lines on consecutive original lines
-    delete: float = 0.2  # per original non-blank line a block deletes by context
-    delete_blank: float = 0.05
-    indent: float = 0.3  # the line's indentation disagrees with the sketch's
-
-
-DEFAULT_WEIGHTS = Weights()
 _MAX_NODES = 4000
 _SMALL_CHAIN = 40  # fewer gap nodes than this: the plain loop (see _best_chain_loop)
 _EPS = 1e-9
 
 
-def deletion_costs(okeys: list[str], wt: Weights) -> list[float]:
-    """Prefix sums of what deleting each original line costs (a blank line costs less)."""
-    cost = {True: wt.delete, False: wt.delete_blank}
-    return list(accumulate(map(cost.__getitem__, map(bool, okeys)), initial=0.0))
-
-
-def align_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:
+def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
     """Place the sketch lines strictly between anchors (ja, pa) and (jb, pb): every
     candidate (sketch line, original line) pair there becomes a weighted node and the best
     chain of them is kept. Abstain when two optimal chains give different text."""
@@ -106,7 +83,7 @@ def align_gap(merger: Merger, ja: int, pa: int, jb: int, pb: int) -> None:
         merger.sm[j] = p
 
 
-def _new_definitions(merger: Merger, j0: int, j1: int) -> set[int]:
+def _new_definitions(merger: Reading, j0: int, j1: int) -> set[int]:
     """Sketch lines of complete definitions the original does not have (by name): all
     new, so their closing ``}`` must not anchor on some other definition's."""
     sk = merger.sk
@@ -127,7 +104,7 @@ def _new_definitions(merger: Merger, j0: int, j1: int) -> set[int]:
     return fresh
 
 
-def best_chain(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
+def best_chain(merger: Reading, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
                pb: int, prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
     """Best monotone chain of nodes; also whether any tie was met on the way.
 
@@ -151,7 +128,7 @@ def best_chain(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa:
     return chain, bool(tied)
 
 
-def _best_chain_loop(merger: Merger, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
+def _best_chain_loop(merger: Reading, nodes: list[tuple[int, int, float]], ja: int, pa: int, jb: int,
                      pb: int, prefer_right: bool) -> tuple[list[tuple[int, int]], bool]:
     """``best_chain`` for a few nodes: the same recurrence, one pair at a time (numpy's call
     overhead costs more than the loop below about 40 nodes)."""
@@ -208,7 +185,7 @@ def warm() -> None:
                             False, _EPS, np.empty(2, dtype=np.int64))
 
 
-def _arrays(merger: Merger) -> tuple[np.ndarray, np.ndarray]:
+def _arrays(merger: Reading) -> tuple[np.ndarray, np.ndarray]:
     """The sketch's separator counts and the deletion costs as numpy arrays (made once)."""
     if merger.np_arrays is None:
         merger.np_arrays = (np.asarray(merger.sk.sep_prefix, dtype=np.int64),
@@ -216,7 +193,7 @@ def _arrays(merger: Merger) -> tuple[np.ndarray, np.ndarray]:
     return merger.np_arrays
 
 
-def _gap_text(merger: Merger, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
+def _gap_text(merger: Reading, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
               pb: int) -> list[str]:
     """The merged text of one gap under a candidate chain (to compare two placements)."""
     saved = merger.sm[ja + 1:jb]

@@ -1,31 +1,25 @@
-"""The state of one reading of a sketch against the original, and its two steps: ``anchor``
-(where each sketch line goes) and ``assemble`` (the merged lines). ``merge_dp`` is the
-second, global reading the cross-check compares with (``align``).
+"""A reading of a sketch with its two steps: ``anchor`` (where each sketch line goes) and
+``assemble`` (the merged lines). ``merge_dp`` is the second, global reading the
+cross-check compares with (``align``).
 
-The steps' work lives in modules of their own, as functions of the merger: ``anchoring``
-(the skeleton of unique lines), ``gap_search`` (the DP between anchors), ``expansion`` and
-``floating`` (the lines markers stand for, and pieces placed between markers),
-``deletions`` (``remove`` comments and deletion by context).
+The reading's state is ``reading.Reading``; the steps' work lives in modules of their own,
+as functions of a reading: ``anchoring`` (the skeleton of unique lines), ``gap_search``
+(the DP between anchors), ``expansion`` and ``floating`` (the lines markers stand for, and
+pieces placed between markers), ``deletions`` (``remove`` comments and deletion by
+context). They import ``reading``, not this module.
 """
 
 from __future__ import annotations
 
-from itertools import compress
-from operator import not_
-
-import numpy as np
-
 from specialists.apply import align as _align
-from specialists.apply import languages
 from specialists.apply.anchoring import (check_dropped_anchors, estimate_shift, extend,
                                          faithful_indentation, heaviest_chain, unique_pairs, weak)
 from specialists.apply.deletions import check_implicit_deletion, remove_candidates
 from specialists.apply.expansion import emit_gap, emit_matched
-from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights, align_gap, deletion_costs
+from specialists.apply.gap_search import align_gap
 from specialists.apply.markers import LineKind, MarkerInfo
-from specialists.apply.result import Abstain, ApplyOptions
-from specialists.apply.sketch_lines import SketchLines
-from specialists.apply.text import Lines, indent_widths
+from specialists.apply.reading import Reading
+from specialists.apply.result import Abstain
 
 __all__ = ["AMBIGUOUS", "Merger"]
 
@@ -39,83 +33,9 @@ def _text_lines(lines: list[str]) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-class Merger:
-    """One reading of a sketch: the original's and the sketch's lines, each sketch line's
-    match (``sm``: original index or -1), and the counts the result reports. ``fork``
-    starts another reading over the same inputs."""
-
-    scount: dict[str, int]  # how often each code line occurs in the sketch (``unique_pairs``)
-
-    def __init__(self, olines: Lines, sk: SketchLines, language: str | None, options: ApplyOptions,
-                 weights: Weights = DEFAULT_WEIGHTS):
-        self.wt = wt = weights
-        self.searched = False  # whether a gap DP chose between placements
-        self.o = olines
-        self.ok = olines.keys
-        self.sk = sk
-        self.language = language
-        self.options = options
-        self.n = len(olines.keys)
-        self.m = len(sk.keys)
-        pos: dict[str, list[int]] = {}
-        for i, key in enumerate(self.ok):
-            if key in pos:
-                pos[key].append(i)
-            else:
-                pos[key] = [i]
-        pos.pop("", None)  # blank lines: ``blanks``
-        self.pos = pos
-        self.blanks = list(compress(range(self.n), map(not_, self.ok)))
-        self.owidth = indent_widths(olines.raw)
-        self.dcost = deletion_costs(self.ok, wt)
-        self.np_arrays: tuple[np.ndarray, np.ndarray] | None = None
-        self.sm = [-1] * self.m
-        self.defs: set[tuple[str, str]] | None = None
-        self.shift = 0
-        self.shift_hint = 0  # the shift of the reading this one was forked from
-        self.fuzzy = 0
-        self.faithful = True
-        # The near-tie runs only compare their output with this one's, which was checked.
-        self.check_deletions = weights is DEFAULT_WEIGHTS
-        self.dp_spans: dict[int, tuple[int, int]] = {}
-        self.blank_guesses = 0
-        # Keep a blank run the sketch wrote shorter (writers drop blank lines); off when
-        # keeping them would leave the sketch changing nothing.
-        self.keep_short_blanks = True
-        # Sketch lines of blocks read literally (their shorter blank runs are the edit), and
-        # the sketch line before each blank run kept as a dropped line (``assemble``).
-        self.literal_lines: frozenset[int] = frozenset()
-        self.guessed_at: list[int] = []
-        self.deleted_by_context = self.deleted_by_remove = 0
-        # (sketch line, original line) of each import placed by similarity over one from
-        # the same module binding other names (``floating.check_replaced_imports``).
-        self.replaced_imports: list[tuple[int, int]] = []
-        # Read a sketch that starts with no marker as starting the file (``merge``).
-        self.head_deletes = False
-        self.tail_deletes = False  # and ending it
-
-    def fork(self, weights: Weights | None = None) -> Merger:
-        """A fresh merger over the same original and sketch, sharing what only depends on
-        them (line positions, widths), for a second reading or other ``weights``."""
-        other = Merger.__new__(Merger)
-        other.__dict__.update(self.__dict__)
-        if weights is not None and weights != self.wt:
-            other.wt = weights
-            other.dcost = deletion_costs(self.ok, weights)
-            other.np_arrays = None
-        other.searched = False
-        other.sm = [-1] * self.m
-        other.defs = self.defs
-        other.shift_hint = self.shift
-        other.shift = 0
-        other.fuzzy = 0
-        other.faithful = True
-        other.check_deletions = other.wt is DEFAULT_WEIGHTS
-        other.dp_spans = {}
-        other.blank_guesses = 0
-        other.guessed_at = []
-        other.deleted_by_context = other.deleted_by_remove = 0
-        return other
+class Merger(Reading):
+    """A reading with its steps: ``anchor`` (the piecewise placement), ``assemble`` (the
+    merged lines) and ``merge_dp`` (the global reading the cross-check compares with)."""
 
     def anchor(self, forced: tuple[int, int] | None = None) -> list[tuple[int, int]]:
         """The piecewise reading's placement: the skeleton of unique lines (``anchoring``),
@@ -204,23 +124,3 @@ class Merger:
             if jb < self.m:
                 emit_matched(self, jb, pb, out, origin)
         return out, origin
-
-    def fixed(self) -> list[tuple[int, int]]:
-        """The matched (sketch line, original line) pairs, between (-1, -1) and (m, n)."""
-        out = [(-1, -1)]
-        out += [(j, p) for j, p in enumerate(self.sm) if p >= 0]
-        out.append((self.m, self.n))
-        return out
-
-    def definitions(self) -> set[tuple[str, str]]:
-        """``(kind, name)`` of the original's definitions (made once, shared by forks)."""
-        if self.defs is None:
-            self.defs = languages.definitions_of(self.ok, self.language)
-        return self.defs
-
-    def has_definition(self, found: tuple[str, str]) -> bool:
-        return found in self.definitions()
-
-    def definition_end(self, p: int, hi: int) -> int:
-        """One past the last line of the definition that original line p opens."""
-        return languages.definition_end(self.ok, self.owidth, p, hi, self.language)
