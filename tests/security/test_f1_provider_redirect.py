@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from benchmarks.security import f1_provider_redirect as f1
+from router.audit import f1_provider_redirect as f1
 from router.config import parse_config
 from router.errors import ConfigError
 from router.frontier import FrontierClient
@@ -19,7 +19,7 @@ from tests.fakes.fake_frontier import FakeFrontier
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[dict[str, Any]]:
-    from benchmarks.security.common import serve
+    from router.audit.common import serve
 
     canary, fake = FakeFrontier().start(), FakeFrontier().start()
     try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 CANARY_KEY = "sk-CANARY-f1-0123456789"
 PLAIN_KEY = "sk-PLAIN-f1-0123456789"
@@ -52,7 +52,7 @@ def config(fake_url: str) -> dict[str, Any]:
 
 
 def probe(tmp: Path) -> Tally:
-    from tests.fakes.fake_frontier import FakeFrontier
+    from router.demo_provider import FakeFrontier
 
     tally = Tally("F1 provider redirect")
     canary, fake = FakeFrontier().start(), FakeFrontier().start()

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 __all__ = ["QUERIES", "SECRETS", "probe", "write_home"]
 
