@@ -53,9 +53,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from router.config import parse_config
     from router.contract import run_contract, contract_server_config
     from router.serving import uvicorn_options
-    from router.demo_provider import FakeFrontier
+    from router.demo_provider import DemoProvider
 
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             config = parse_config(contract_server_config(

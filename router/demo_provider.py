@@ -55,7 +55,7 @@ from typing import Any, Sequence
 __all__ = ["DemoProvider", "FakeFrontier", "answer_text", "demo_edit", "main", "usage"]
 
 
-class FakeFrontier(ThreadingHTTPServer):
+class DemoProvider(ThreadingHTTPServer):
     """The provider: ``start()`` serves it on a daemon thread, ``stop()`` closes it; every
     request's body and headers are kept (``requests``, ``headers``) for a test to read."""
 
@@ -89,7 +89,7 @@ class FakeFrontier(ThreadingHTTPServer):
             self.requests.append(body)
             self.headers.append(headers or {})
 
-    def start(self) -> "FakeFrontier":
+    def start(self) -> "DemoProvider":
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -99,8 +99,8 @@ class FakeFrontier(ThreadingHTTPServer):
         self.server_close()
 
 
-#: The same server under the name the product gives it (``complement demo-provider``).
-DemoProvider = FakeFrontier
+#: The name the tests know it by (``tests/conftest.py``'s ``fake`` fixture).
+FakeFrontier = DemoProvider
 
 
 def answer_text(body: dict[str, Any], behaviour: str) -> str:
@@ -167,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; without TCP_NODELAY, Nagle plus delayed ACKs
     # add ~40 ms to every keep-alive request.
     disable_nagle_algorithm = True
-    server: FakeFrontier
+    server: DemoProvider
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
@@ -334,7 +334,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    server = FakeFrontier(args.port, args.default)
+    server = DemoProvider(args.port, args.default)
     print(f"demo provider on {server.url} (no key needed; Ctrl-C stops it)", flush=True)
     try:
         server.serve_forever()

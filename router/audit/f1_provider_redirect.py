@@ -52,10 +52,10 @@ def config(fake_url: str) -> dict[str, Any]:
 
 
 def probe(tmp: Path) -> Tally:
-    from router.demo_provider import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("F1 provider redirect")
-    canary, fake = FakeFrontier().start(), FakeFrontier().start()
+    canary, fake = DemoProvider().start(), DemoProvider().start()
     try:
         with serve(config(fake.url)) as url, httpx.Client(base_url=url, timeout=30) as client:
             for route in ("leakroute", "plainroute"):

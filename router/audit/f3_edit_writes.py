@@ -138,12 +138,12 @@ def _state(tmp: Path) -> dict[str, str]:
 
 
 def probe(tmp: Path) -> Tally:
-    from router.demo_provider import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("f3_edit_writes")
     paths = layout(tmp)
     repo = paths["repo"]
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with serve(config(fake.url, paths)) as base:
             for attack in attacks(paths):

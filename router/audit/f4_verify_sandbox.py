@@ -188,13 +188,13 @@ def judge(tally: Tally, name: str, r: httpx.Response, asked: int, fake: Any,
 
 
 def probe(tmp: Path) -> Tally:
-    from router.demo_provider import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("f4_verify_sandbox")
     paths = prepare(tmp)
     contained = sandbox_usable()
     listener = Listener()
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with canary() as secret, \
                 serve(config(fake.url, paths, verify_config())) as base:
