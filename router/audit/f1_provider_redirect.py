@@ -38,8 +38,10 @@ def attacks(canary_url: str) -> list[tuple[str, Any]]:
     ]
 
 
-def config(fake_url: str) -> dict[str, Any]:
+def config(fake_url: str, data_dir: Path) -> dict[str, Any]:
     return {
+        # its own event store: an audit never opens the operator's (~/.complement)
+        "data_dir": str(data_dir),
         "frontier": {"retry": {"attempts": 1}},
         "models": {
             "leak": {"model": "openai/gpt-5", "api_key": CANARY_KEY, "timeout_s": 5},
@@ -57,7 +59,7 @@ def probe(tmp: Path) -> Tally:
     tally = Tally("F1 provider redirect")
     canary, fake = DemoProvider().start(), DemoProvider().start()
     try:
-        with serve(config(fake.url)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        with serve(config(fake.url, tmp / "data")) as url, httpx.Client(base_url=url, timeout=30) as client:
             for route in ("leakroute", "plainroute"):
                 for stream in (False, True):
                     for field, value in attacks(canary.url):

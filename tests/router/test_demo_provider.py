@@ -77,3 +77,21 @@ def test_the_command_serves_it() -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("fmt", ["sketch", "search_replace", "whole_file"])
+@pytest.mark.parametrize("model", ["openai/demo", "anthropic/claude-demo"])
+def test_the_demo_edit_answers_in_the_format_asked(fmt: str, model: str) -> None:
+    from router.demo_provider import answer_text
+    from router.edit.planning import build_messages, merge_search_replace, sketch_bodies
+
+    files = {"app.py": APP, "util.py": "X = 1\n"}
+    messages = build_messages("make greet say hi", files, ["```python ctx.py\nY = 2\n```\n"], fmt, model)
+    answer = answer_text({"messages": messages}, "demo")
+    want = "# demo provider: make greet say hi\n" + APP
+    if fmt == "search_replace":
+        merged, why, _ = merge_search_replace(answer, files)
+        assert why is None and merged == {"app.py": want}
+    else:
+        assert sketch_bodies(answer, files) == [("app.py", want)]
+    assert answer_text({"messages": messages}, "ok").startswith("echo: ")  # only `demo` edits
