@@ -28,7 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.security.common import offline_env, running  # noqa: E402
+from router.audit.common import offline_env  # noqa: E402
+from router.serving import running  # noqa: E402
 
 offline_env()
 
@@ -52,9 +53,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from router.config import parse_config
     from router.contract import run_contract, contract_server_config
     from router.serving import uvicorn_options
-    from tests.fakes.fake_frontier import FakeFrontier
+    from router.demo_provider import DemoProvider
 
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             config = parse_config(contract_server_config(

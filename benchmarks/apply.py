@@ -8,7 +8,7 @@ them; default ``shared/data/commits``), write lazy sketches with two independent
   lines and the whole enclosing definition (deletions drawn between context and a ``remove``
   comment), plus noisy variants of a k = 1 or 2 sketch (uniform indentation shift, first or
   last marker missing, a blank context line dropped);
-* ``frontier``: ``benchmarks/sketch_styles.py``, what frontier models write when told to be
+* ``frontier``: ``specialists/apply/sketch_styles.py``, what frontier models write when told to be
   lazy: many marker spellings, no leading (trailing) marker when the edit starts (ends) the
   file, deletions by omission or by a ``remove`` comment, whole definitions, class rewrites
   with markers inside bodies, new imports with no context, trailing whitespace, markers at
@@ -53,7 +53,7 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.sketch_styles import make_frontier_sketch  # noqa: E402
+from specialists.apply.sketch_styles import make_frontier_sketch  # noqa: E402
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402

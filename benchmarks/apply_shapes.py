@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.sketch_styles import make_frontier_sketch  # noqa: E402
+from specialists.apply.sketch_styles import make_frontier_sketch  # noqa: E402
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 
 

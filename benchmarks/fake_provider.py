@@ -1,7 +1,7 @@
 """A fast fake OpenAI-compatible provider for latency benchmarks: a bare ASGI app on uvicorn
 (keep-alive, chunked streams), so that at 64 concurrent requests the provider is not what
 the numbers measure. It answers every chat completion with "echo: <last user message>",
-with the test fake's own answer and usage functions (``tests/fakes/fake_frontier.py`` is
+with the demo provider's own answer and usage functions (``router/demo_provider.py`` is
 scriptable and threaded, for tests).
 
     python benchmarks/fake_provider.py --port 9000      # base URL http://127.0.0.1:9000/v1
@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# the same answers and token counts as the test fake, so both fakes bill alike
-from tests.fakes.fake_frontier import _answer_text, _usage  # noqa: E402
+# the same answers and token counts as the demo provider, so both fakes bill alike
+from router.demo_provider import answer_text, usage  # noqa: E402
 
 _JSON = [(b"content-type", b"application/json")]
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
@@ -42,14 +42,14 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if not message.get("more_body"):
             break
     body = orjson.loads(raw or b"{}")
-    text = _answer_text(body, "ok")
+    text = answer_text(body, "ok")
     base = {"id": "chatcmpl-fake", "created": int(time.time()), "model": body.get("model", "fake")}
     if not body.get("stream"):
         await _send(send, 200, orjson.dumps({
             **base, "object": "chat.completion",
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": text}}],
-            "usage": _usage(body, text)}))
+            "usage": usage(body, text)}))
         return
     await send({"type": "http.response.start", "status": 200, "headers": _SSE})
     chunk = {**base, "object": "chat.completion.chunk"}
@@ -61,7 +61,7 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                                              "delta": {"content": piece}}]})
     events.append({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     if (body.get("stream_options") or {}).get("include_usage"):
-        events.append({**chunk, "choices": [], "usage": _usage(body, text)})
+        events.append({**chunk, "choices": [], "usage": usage(body, text)})
     for event in events:
         await send({"type": "http.response.body", "body": b"data: " + orjson.dumps(event)
                     + b"\n\n", "more_body": True})

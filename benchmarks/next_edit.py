@@ -39,19 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specialists.tab.data import load_split  # noqa: E402
-from specialists.tab.next_edit import NextEditExample, NextEditModel, examples  # noqa: E402
-
-
-def repeat_latest(ex: NextEditExample) -> str:
-    """The latest edit repeated at its old text's next occurrence after the cursor in the
-    region (rename propagation), else the region unchanged."""
-    if not ex.recent:
-        return ex.region
-    edit = ex.recent[-1]
-    if not edit.old.strip() or edit.old == edit.new:
-        return ex.region
-    at = ex.region.find(edit.old, ex.cursor)
-    return ex.region if at < 0 else ex.region[:at] + edit.new + ex.region[at + len(edit.old):]
+from specialists.tab.next_edit import NextEditModel, examples, repeat_latest  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -39,7 +39,7 @@ def main() -> int:
 
     from router.app import create_app
     from router.config import parse_config
-    from tests.conftest import running
+    from router.serving import running
 
     chromium = os.environ.get("COMPLEMENT_CHROMIUM") or shutil.which("chromium")
     if not chromium:

@@ -1,7 +1,7 @@
 """Reliability under load, provider faults, crashes and hostile input (issue 18).
 
 Everything runs on loopback and is started here: the fake provider
-(``tests/fakes/fake_frontier.py``, one model per fault through an ``X-Fake-Behaviour``
+(``router/demo_provider.py``, one model per fault through an ``X-Fake-Behaviour``
 header), ``complement serve`` on a config written for the run, and this process as the
 client. Five sections, each bounded in time, selectable with ``--only``:
 
@@ -25,9 +25,9 @@ hostile     oversized and chunked bodies, invalid UTF-8, lone surrogates, deep n
             paths, symlinks out of the allowed roots, a model answer naming a path outside)
             on /v1/edit, /v1/index and /v1/apply: no 5xx, no hang, nothing written outside
             the allowed roots.
-security    issue 41's findings, one probe each (``benchmarks/security/f*.py``), each
-            against a real server of its own on loopback, configured as the finding needs:
-            a chat request pointing the provider elsewhere, keyless servers on every
+security    issue 41's findings, one probe each (``router/audit/f*.py``, as ``complement
+            audit`` runs them), each against a real server of its own on loopback,
+            configured as the finding needs: a chat request pointing the provider elsewhere, keyless servers on every
             interface, a model's answer writing or running outside the request, symlink
             races, secrets in the default root, cross-site requests, a session silenced by
             its seq, oversized requests, slow clients, what /readyz shows. Counts attempts,
@@ -248,8 +248,8 @@ def kill_replica(server: Server, deployment: str, timeout: float = 120) -> dict[
 def fake_provider(tmp: Path) -> Iterator[str]:
     port = free_port()
     with open(tmp / "fake.log", "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_frontier",
-                                 "--port", str(port)], cwd=REPO, env=child_env(),
+        proc = subprocess.Popen([sys.executable, "-m", "router.demo_provider",
+                                 "--port", str(port), "--default", "ok"], cwd=REPO, env=child_env(),
                                 stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -273,7 +273,7 @@ def fake_provider(tmp: Path) -> Iterator[str]:
 class Fault:
     name: str
     behaviour: str
-    """The fake provider's behaviour (``tests/fakes/fake_frontier.py``)."""
+    """The fake provider's behaviour (``router/demo_provider.py``)."""
     modes: tuple[bool, ...] = (False, True)
     """Which of non-streaming (False) and streaming (True) requests meet it."""
     refused: bool = False
@@ -1334,17 +1334,10 @@ class Context:
 
 def section_security(ctx: "Context") -> dict[str, Any]:
     """Issue 41's probes; each starts its own server (in this process) for its config."""
-    sys.path.insert(0, str(REPO))
-    from benchmarks.security import PROBES, run_all
+    from router.audit import PROBES, run_all, summary
 
     tallies = run_all(ctx.args.findings or None, progress=log)
-    per = {t.name: t.as_dict() for t in tallies}
-    return {"findings": sorted(ctx.args.findings or PROBES), "probes": per,
-            "attempts": sum(t.attempts for t in tallies),
-            "leaks": sum(t.leaks for t in tallies),
-            "writes_outside": sum(t.writes_outside for t in tallies),
-            "commands_run": sum(t.commands_run for t in tallies),
-            "failures": sum(len(t.failures) for t in tallies)}
+    return {"findings": sorted(ctx.args.findings or PROBES), **summary(tallies)}
 
 
 BUDGETS_S = {"load": 600, "faults": 300, "durability": 600, "fuzz": 900, "hostile": 300,
@@ -1467,8 +1460,7 @@ def _csv(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
 
 
 def _findings(text: str) -> list[str]:
-    sys.path.insert(0, str(REPO))
-    from benchmarks.security import PROBES
+    from router.audit import PROBES
 
     names = [x.strip().upper() for x in text.split(",") if x.strip()]
     unknown = [n for n in names if n not in PROBES]
@@ -1509,7 +1501,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "batching off)")
     parser.add_argument("--findings", type=_findings, default=[],
                         help="security: the findings to probe, comma-separated (default "
-                        "all: the keys of benchmarks/security PROBES, e.g. F1,F2)")
+                        "all: the keys of router.audit.PROBES, e.g. F1,F2)")
     parser.add_argument("--kills", type=int, help="durability: SIGKILLs (default 5; quick 3)")
     parser.add_argument("--fuzz-cases", type=int, help="fuzz: cases in all (default 2400; "
                         "quick 150)")

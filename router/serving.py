@@ -10,20 +10,29 @@ The protocol classes here add that limit, ``server.header_timeout_s``: a timer s
 the connection is made (and again after each response), and stops when a request's headers
 are complete; when it fires, the connection is closed, with a 408 if part of a request had
 arrived. The body has its own limits, in :class:`router.app.GuardMiddleware`.
+
+:func:`running` serves an app on a thread of this process, on a free loopback port: for the
+tests, the security audit (``router.audit``) and the benchmarks, which all need a real
+server over HTTP and none of which may import another's helpers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Iterator
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from router.config import Config
 
-__all__ = ["HeaderDeadlineH11", "HeaderDeadlineHttpTools", "KEEP_ALIVE_S", "uvicorn_options"]
+__all__ = ["HeaderDeadlineH11", "HeaderDeadlineHttpTools", "KEEP_ALIVE_S", "free_port", "running",
+           "uvicorn_options"]
 
 #: How long an idle keep-alive connection is kept (uvicorn's ``timeout_keep_alive``).
 KEEP_ALIVE_S = 5
@@ -126,3 +135,34 @@ def uvicorn_options(config: Config) -> dict[str, Any]:
             "http": partial(protocol_class(), header_timeout_s=server.header_timeout_s),
             "ws": "none",  # no endpoint takes a WebSocket: an upgrade is a plain request
             }
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def running(app: Any, host: str = "127.0.0.1", **uvicorn_options: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free port of ``host`` (loopback unless a test binds
+    every interface); yields a loopback base URL for it. ``uvicorn_options`` go to
+    ``uvicorn.Config`` (e.g. the server's own timeouts, as ``complement serve`` sets them)."""
+    import uvicorn
+
+    port = free_port()
+    options = {"log_level": "warning", "lifespan": "on", **uvicorn_options}
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

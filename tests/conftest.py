@@ -1,4 +1,5 @@
-"""Shared fixtures: the fake frontier and a real uvicorn server for an app, on loopback."""
+"""Shared fixtures: the fake frontier (the product's demo provider) and a real uvicorn server
+for an app, on loopback (``router.serving.running``)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from benchmarks.security.common import free_port, running  # noqa: E402,F401  (one copy)
-from tests.fakes.fake_frontier import FakeFrontier  # noqa: E402
+from router.demo_provider import FakeFrontier  # noqa: E402
+from router.serving import free_port, running  # noqa: E402,F401  (tests import them from here)
 
 
 @pytest.fixture

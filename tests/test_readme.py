@@ -17,6 +17,7 @@ from typing import Iterator
 import httpx
 import pytest
 
+from router.demo_provider import DemoProvider
 from tests.conftest import free_port
 from tests.fakes.fake_frontier import FakeFrontier
 
@@ -37,6 +38,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed: the README's shell blocks use it")
     fake = FakeFrontier().start()
+    demo = DemoProvider(default="demo").start()  # as `complement demo-provider` serves it
     port = free_port()
     env = {k: v for k, v in os.environ.items()
            if k not in ("COMPLEMENT_API_KEY", "ANTHROPIC_API_KEY", "COMPLEMENT_TAB_COLLECT")}
@@ -45,6 +47,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     env.update(COMPLEMENT_REPOS=str(REPO),
                COMPLEMENT_DATA_DIR=str(tmp_path_factory.mktemp("readme-data")),
                OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=fake.url, PYTHONPATH=str(REPO),
+               COMPLEMENT_DEMO_URL=demo.url,
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
     log = tmp_path_factory.mktemp("readme-log") / "server.log"
     with open(log, "wb") as fh:
@@ -68,6 +71,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
         proc.terminate()
         proc.wait(timeout=30)
         fake.stop()
+        demo.stop()
 
 
 def test_the_readme_has_runnable_blocks_and_says_why_for_the_rest() -> None:

@@ -4,7 +4,7 @@ Examples come from the training projects' commit histories only (``PROJECTS``; r
 cobra and express are held out, and the commits ``benchmarks/apply.py --per-project
 DEV_SKIP --seed 0`` draws from each training project are skipped so that its dev run is on
 unseen commits). Each commit is sketched by both generators (``make_sketch``, every context
-size and noise; ``benchmarks/sketch_styles.py``, every kind), each sketch is cut into regions
+size and noise; ``sketch_styles``, every kind), each sketch is cut into regions
 by ``regions.regions`` (the same cut the fallback uses), and each region's final text is the
 label (``regions.region_target``). Only examples of at most ``n_positions`` tokens are kept.
 
@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib
 import json
 import random
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -81,11 +79,8 @@ def _sketches(row: dict[str, Any], rng: random.Random) -> Iterator[str]:
             continue
         if sk.changed:
             yield sk.text
-    try:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        make_frontier_sketch = importlib.import_module("benchmarks.sketch_styles").make_frontier_sketch
-    except ImportError:  # pragma: no cover - the benchmarks folder is not installed
-        return
+    from specialists.apply.sketch_styles import make_frontier_sketch
+
     for kind in ("context", "context", "definition", "inner", "imports"):
         try:
             fs = make_frontier_sketch(before, after, language, rng, kind)

@@ -40,7 +40,7 @@ from specialists.tab.data import Pair, load_split
 from specialists.tab.replay import Hunk, RecentEdit, Suggestion, _trim, hunks_of
 
 __all__ = ["NextEditArgs", "NextEditExample", "NextEditModel", "SPECIAL_TOKENS", "examples", "format_prompt",
-           "region_bounds", "train"]
+           "region_bounds", "repeat_latest", "train"]
 
 EDITS, ABOVE, REGION, CURSOR, NEXT, END = ("<|edits|>", "<|above|>", "<|region|>", "<|cursor|>", "<|next|>",
                                            "<|end|>")
@@ -86,6 +86,19 @@ def region_bounds(text: str, cursor: int, above: int, below: int) -> tuple[int, 
         nxt = text.find("\n", end)
         end = len(text) if nxt < 0 else nxt + 1
     return start, end
+
+
+def repeat_latest(ex: NextEditExample) -> str:
+    """The latest edit repeated at its old text's next occurrence after the cursor in the
+    region (rename propagation), else the region unchanged: the baseline the model is
+    measured against (``benchmarks/next_edit.py``'s ``repeat``)."""
+    if not ex.recent:
+        return ex.region
+    edit = ex.recent[-1]
+    if not edit.old.strip() or edit.old == edit.new:
+        return ex.region
+    at = ex.region.find(edit.old, ex.cursor)
+    return ex.region if at < 0 else ex.region[:at] + edit.new + ex.region[at + len(edit.old):]
 
 
 def format_prompt(text: str, cursor: int, recent: Sequence[RecentEdit], start: int, end: int,

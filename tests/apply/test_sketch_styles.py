@@ -1,22 +1,14 @@
-"""benchmarks/sketch_styles.py: the frontier-style sketch generator writes sketches whose
+"""specialists/apply/sketch_styles.py: the frontier-style sketch generator (the apply
+benchmarks' second generator, and the fallback's training data) writes sketches whose
 intended reading is the committed file, in the conventions it documents."""
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 from specialists.apply import apply_sketch
+from specialists.apply import sketch_styles as styles
 from specialists.apply.markers import LineKind, classify
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "sketch_styles.py"
-_SPEC = importlib.util.spec_from_file_location("sketch_styles", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-styles = importlib.util.module_from_spec(_SPEC)
-sys.modules["sketch_styles"] = styles  # dataclasses look their module up there
-_SPEC.loader.exec_module(styles)
 
 BEFORE = "".join(f"def f{i}(x):\n    value = x + {i}\n    return value\n\n\n" for i in range(12))
 

@@ -133,7 +133,7 @@ def test_the_schema_documents_what_the_hand_parsed_bodies_take(server: str) -> N
     components = schema["components"]["schemas"]
     assert components["ChatRequest"]["additionalProperties"] is False
     assert set(components["ChatRequest"]["properties"]["model"]["enum"]) == {
-        "auto", "fast", "reasoning"}
+        "auto", "demo", "fast", "reasoning"}
     assert len(feedback["requestBody"]["content"]["application/json"]["schema"]["oneOf"]) == 2
     assert "oneOf" in components["ApplyRequest"]  # one file or several, not both
     for ops in schema["paths"].values():

@@ -12,9 +12,9 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks.security import f10_slow_clients as f10
-from benchmarks.security.common import Tally
-from benchmarks.security.raw import open_fds, port_of, wait_closed
+from router.audit import f10_slow_clients as f10
+from router.audit.common import Tally
+from router.audit.raw import open_fds, port_of, wait_closed
 
 DEADLINE = f10.HEADER_TIMEOUT_S + f10.SLACK_S
 

@@ -9,8 +9,8 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks.security import f11_disclosure as f11
-from benchmarks.security.raw import exchange, port_of, request
+from router.audit import f11_disclosure as f11
+from router.audit.raw import exchange, port_of, request
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from benchmarks.security import f1_provider_redirect as f1
+from router.audit import f1_provider_redirect as f1
 from router.config import parse_config
 from router.errors import ConfigError
 from router.frontier import FrontierClient
@@ -18,12 +18,12 @@ from tests.fakes.fake_frontier import FakeFrontier
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[dict[str, Any]]:
-    from benchmarks.security.common import serve
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from router.audit.common import serve
 
     canary, fake = FakeFrontier().start(), FakeFrontier().start()
     try:
-        with serve(f1.config(fake.url)) as url:
+        with serve(f1.config(fake.url, tmp_path_factory.mktemp("f1-data"))) as url:
             yield {"url": url, "canary": canary, "fake": fake}
     finally:
         canary.stop()
@@ -116,7 +116,7 @@ def test_the_frontier_client_drops_connection_fields_itself(tmp_path: Path) -> N
     cannot redirect the call (the HTTP transport would turn extra_headers into headers)."""
     canary, fake = FakeFrontier().start(), FakeFrontier().start()
     try:
-        cfg = parse_config(f1.config(fake.url), env={})
+        cfg = parse_config(f1.config(fake.url, tmp_path), env={})
         client = FrontierClient(cfg.models, cfg.frontier)
 
         async def call() -> None:

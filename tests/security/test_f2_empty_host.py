@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from benchmarks.security import f2_empty_host as f2
-from benchmarks.security.common import Tally, free_port
+from router.audit import f2_empty_host as f2
+from router.audit.common import Tally, free_port
 from router.config import ConfigError, is_loopback, load_config, parse_config
 
 

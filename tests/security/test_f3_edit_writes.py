@@ -1,6 +1,6 @@
 """Issue 41 F3 over HTTP (the real server, the fake frontier as a hostile model): a
 ``/v1/edit`` answer writes only the files the request named. Each attack of
-``benchmarks/security/f3_edit_writes.py`` is its own test: a 403 naming the path, no model
+``router/audit/f3_edit_writes.py`` is its own test: a 403 naming the path, no model
 asked where the request itself is refused, and nothing changed under the test's folder."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from benchmarks.security import f3_edit_writes as f3
-from benchmarks.security.common import changed, serve, snapshot
+from router.audit import f3_edit_writes as f3
+from router.audit.common import changed, serve, snapshot
 from tests.fakes.fake_frontier import FakeFrontier
 
 ATTACKS = [a["name"] for a in f3.attacks({"sentinel": Path("/s"), "outside": Path("/o")})]

@@ -2,7 +2,7 @@
 config's verification command runs model-written code, so it runs in a sandbox that cannot
 write outside its scratch copy or reach the network, or not at all.
 
-With bubblewrap usable here each attack of ``benchmarks/security/f4_verify_sandbox.py``
+With bubblewrap usable here each attack of ``router/audit/f4_verify_sandbox.py``
 must be contained (the command ran sandboxed and the payload was blocked); without it,
 verification must fail closed (no model asked, nothing run). Either way: no sentinel, no
 connection to the loopback listener, no canary key in the response, nothing changed."""
@@ -15,8 +15,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from benchmarks.security import f4_verify_sandbox as f4
-from benchmarks.security.common import changed, serve, snapshot
+from router.audit import f4_verify_sandbox as f4
+from router.audit.common import changed, serve, snapshot
 from router.config import parse_config
 from router.errors import ConfigError
 from tests.fakes.fake_frontier import FakeFrontier

@@ -123,7 +123,7 @@ def test_index_over_http_never_returns_a_file_swapped_for_a_link(
     """The same swap, through the real server: /v1/index, then /v1/retrieve."""
     import httpx
 
-    from benchmarks.security.common import serve
+    from router.audit.common import serve
 
     root, outside = tree
     (root / "a" / "b" / "d.py").write_text("def c_too():\n    return 'public'\n")
@@ -181,7 +181,7 @@ def test_workspace_read_follows_a_link_that_stays_inside(tree: tuple[Path, Path]
 
 # -- the probe: a process swapping links while the server indexes and answers ----------------
 def test_probe_read_race(tmp_path: Path) -> None:
-    from benchmarks.security.f5_read_race import probe
+    from router.audit.f5_read_race import probe
 
     tally = probe(tmp_path, seconds=2.0)
     assert tally.ok, tally.as_dict()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.security.f6_default_root import SECRETS, write_home
+from router.audit.f6_default_root import SECRETS, write_home
 from retrieval.files import FileFilter, scan
 from router.config import load_config, parse_config
 from router.errors import ConfigError
@@ -165,7 +165,7 @@ def test_the_readme_serves_with_complement_repos_set() -> None:
 
 
 def test_probe_default_root(tmp_path: Path) -> None:
-    from benchmarks.security.f6_default_root import probe
+    from router.audit.f6_default_root import probe
 
     tally = probe(tmp_path)
     assert tally.ok, tally.as_dict()

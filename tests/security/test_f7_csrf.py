@@ -1,6 +1,6 @@
 """F7 (issue 41): cross-site requests and DNS rebinding against a server without API keys,
 over raw HTTP to the real server (Tab: its feedback and its canary are the state at stake).
-Each attack is its own test; the probe (``benchmarks/security/f7_csrf.py``) runs them all."""
+Each attack is its own test; the probe (``router/audit/f7_csrf.py``) runs them all."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks.security import f7_csrf
-from benchmarks.security.f7_csrf import EVIL, Target
-from benchmarks.security.raw import Answer, exchange, request
+from router.audit import f7_csrf
+from router.audit.f7_csrf import EVIL, Target
+from router.audit.raw import Answer, exchange, request
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +96,8 @@ def test_the_servers_own_page_and_json_clients_still_work(t: Target) -> None:
 
 
 def test_with_api_keys_any_host_is_answered_and_json_is_still_required(tmp_path: Path) -> None:
-    from benchmarks.security.common import serve
-    from benchmarks.security.raw import port_of
+    from router.audit.common import serve
+    from router.audit.raw import port_of
 
     config = {"data_dir": str(tmp_path / "data"), "server": {"api_keys": ["k1"]},
               "specialists": {"apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}

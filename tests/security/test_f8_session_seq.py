@@ -12,8 +12,8 @@ from typing import Iterator
 import httpx
 import pytest
 
-from benchmarks.security import f8_session_seq as f8
-from benchmarks.security.common import serve
+from router.audit import f8_session_seq as f8
+from router.audit.common import serve
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from benchmarks.security import f9_request_limits as f9
-from benchmarks.security.raw import port_of
+from router.audit import f9_request_limits as f9
+from router.audit.raw import port_of
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""The LM learning where it is deployed (issue 15, ``benchmarks/loop_learn.py --lm``): one
-update on a rewarded LM line moves the LM's own weights so that line's log-probability
-rises (falls when it was rejected), and the LM's fast pass and reuse caches answer with the
-new weights afterwards."""
+"""The LM learning where it is deployed (issue 15, ``specialists/tab/loop/lm_learner.py``;
+``benchmarks/loop_learn.py --lm`` measures it): one update on a rewarded LM line moves the
+LM's own weights so that line's log-probability rises (falls when it was rejected), and the
+LM's fast pass and reuse caches answer with the new weights afterwards."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _score(lm, text: str = LINE) -> float:
 
 
 def _step(lm, reward: float):
-    from benchmarks.loop_learn import Step
+    from specialists.tab.loop.lm_learner import Step
     from specialists.tab.features import Observation
     from specialists.tab.replay import Outcome
 
@@ -44,7 +44,7 @@ def _step(lm, reward: float):
 def test_lm_update_moves_the_rewarded_line_and_refreshes_caches(tiny_checkpoint, reward) -> None:
     import torch
 
-    from benchmarks.loop_learn import LMLearner
+    from specialists.tab.loop.lm_learner import LMLearner
     from specialists.tab.lm import TabLM
 
     lm = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4, cache=8).load()
@@ -73,7 +73,7 @@ def test_lm_update_moves_the_rewarded_line_and_refreshes_caches(tiny_checkpoint,
 
 
 def test_pg_sft_also_learns_the_typed_line(tiny_checkpoint) -> None:
-    from benchmarks.loop_learn import LMLearner
+    from specialists.tab.loop.lm_learner import LMLearner
     from specialists.tab.lm import TabLM
 
     lm = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()
@@ -89,7 +89,7 @@ def test_pg_sft_also_learns_the_typed_line(tiny_checkpoint) -> None:
 
 
 def test_kl_guard_reports_and_still_follows_the_reward(tiny_checkpoint) -> None:
-    from benchmarks.loop_learn import LMLearner
+    from specialists.tab.loop.lm_learner import LMLearner
     from specialists.tab.lm import TabLM
 
     lm = TabLM(tiny_checkpoint, context_tokens=48, gen_tokens=4).load()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["GateResult", "Gate", "LoggedGate", "judge_canary", "paired_difference",
+__all__ = ["GateResult", "Gate", "LoggedGate", "judge_canary", "paired_difference", "paired_se",
            "two_sample_difference"]
 
 _Z = {0.9: 1.6449, 0.95: 1.96, 0.99: 2.5758}
@@ -65,21 +65,21 @@ class GateResult:
                 "requests": self.requests, "margin": self.margin}
 
 
-def paired_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[float, float]],
-                      confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+def paired_se(new: Sequence[tuple[float, float]], old: Sequence[tuple[float, float]]
+              ) -> tuple[float, float, float, float]:
     """Reward per request of ``new`` minus ``old`` from paired units, each a (reward sum,
-    requests) for both, with its confidence interval: (difference, low, high, new, old).
+    requests) for both, with its standard error: (difference, se, new, old); the se is
+    infinite for a single unit.
 
     Each rate is a ratio of sums, so its standard error comes from the delta method: unit i
     contributes (R_i − r·n_i) / n̄; the pairing subtracts the two contributions unit by
-    unit, so what both versions share (an edit's difficulty) cancels."""
+    unit, so what both versions share (an edit's difficulty) cancels, and the many requests
+    of one unit are not counted as independent draws. A version with no requests on any
+    unit (all (0, 0)) reads as 0 with no error: ``new``'s own clustered se."""
     import math
 
     if len(new) != len(old) or not new:
         raise ValueError("paired units: the same non-empty list of units for both versions")
-    z = _Z.get(confidence)
-    if z is None:
-        raise ValueError(f"confidence must be one of {sorted(_Z)}")
     k = len(new)
     n_new, n_old = sum(n for _, n in new), sum(n for _, n in old)
     r_new = sum(r for r, _ in new) / max(n_new, 1e-12)
@@ -88,7 +88,18 @@ def paired_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[fl
     u = [(rn - r_new * nn) / mean_new - (ro - r_old * no) / mean_old
          for (rn, nn), (ro, no) in zip(new, old)]
     se = math.sqrt(sum(x * x for x in u) / (k * (k - 1))) if k > 1 else float("inf")
-    diff = r_new - r_old
+    return r_new - r_old, se, r_new, r_old
+
+
+def paired_difference(new: Sequence[tuple[float, float]], old: Sequence[tuple[float, float]],
+                      confidence: float = 0.95) -> tuple[float, float, float, float, float]:
+    """:func:`paired_se` as a confidence interval: (difference, low, high, new, old)."""
+    if len(new) != len(old) or not new:
+        raise ValueError("paired units: the same non-empty list of units for both versions")
+    z = _Z.get(confidence)
+    if z is None:
+        raise ValueError(f"confidence must be one of {sorted(_Z)}")
+    diff, se, r_new, r_old = paired_se(new, old)
     return diff, diff - z * se, diff + z * se, r_new, r_old
 
 

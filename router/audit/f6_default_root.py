@@ -23,11 +23,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 __all__ = ["QUERIES", "SECRETS", "probe", "write_home"]
-
-REPO = Path(__file__).resolve().parents[2]
 
 #: path under the home-like folder -> its text; ``{c}`` is that file's canary
 SECRETS: dict[str, str] = {
@@ -134,9 +132,9 @@ def _default_config(tmp: Path, tally: Tally) -> None:
     """The default config's roots, with no environment: nothing may be indexed."""
     import httpx
 
-    from router.config import interpolate, read_yaml
+    from router.config import default_config_path, interpolate, read_yaml
 
-    default = interpolate(read_yaml(REPO / "configs" / "default.yaml", "config"), env={})
+    default = interpolate(read_yaml(default_config_path(), "config"), env={})
     block = default["specialists"]["retrieval"]
     options = {**block["options"], "embedder": "hash:64",
                "index_dir": str(tmp / "data-default" / "indexes")}

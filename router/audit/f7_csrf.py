@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from benchmarks.security.common import Tally, serve
-from benchmarks.security.raw import Answer, exchange, port_of, request
+from router.audit.common import Tally, serve
+from router.audit.raw import Answer, exchange, port_of, request
 
 __all__ = ["Target", "attacks", "probe", "target"]
 

@@ -19,7 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 __all__ = ["probe", "SECONDS"]
 

@@ -16,7 +16,7 @@ saying what to install, no model is asked and nothing runs. Either way no sentin
 appear, nothing may change under the probe's folder, no connection may reach the listener
 and the canary must not show.
 
-``python -m benchmarks.security.f4_verify_sandbox`` prints the tally.
+``python -m router.audit.f4_verify_sandbox`` prints the tally.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from typing import Any, Iterator
 
 import httpx
 
-from benchmarks.security.common import Tally, changed, serve, snapshot
-from benchmarks.security.f3_edit_writes import answer, config, layout
+from router.audit.common import Tally, changed, serve, snapshot
+from router.audit.f3_edit_writes import answer, config, layout
 
 CANARY_VAR = "COMPLEMENT_F4_CANARY_KEY"
 TIMEOUT_S = 3.0
@@ -188,13 +188,13 @@ def judge(tally: Tally, name: str, r: httpx.Response, asked: int, fake: Any,
 
 
 def probe(tmp: Path) -> Tally:
-    from tests.fakes.fake_frontier import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("f4_verify_sandbox")
     paths = prepare(tmp)
     contained = sandbox_usable()
     listener = Listener()
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with canary() as secret, \
                 serve(config(fake.url, paths, verify_config())) as base:

@@ -14,7 +14,7 @@ in ``.git/config`` would run there and leave its sentinel.
 Two controls must succeed, so a server that refuses everything does not pass: an edit of
 ``app.py`` alone, and a new file the request names in ``files``.
 
-``python -m benchmarks.security.f3_edit_writes`` prints the tally.
+``python -m router.audit.f3_edit_writes`` prints the tally.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.security.common import Tally, changed, serve, snapshot
+from router.audit.common import Tally, changed, serve, snapshot
 
 APP = 'def greet(name):\n    return "hello " + name\n'
 APP_NEW = 'def greet(name):\n    """Say hello."""\n    return "hello " + name\n'
@@ -138,12 +138,12 @@ def _state(tmp: Path) -> dict[str, str]:
 
 
 def probe(tmp: Path) -> Tally:
-    from tests.fakes.fake_frontier import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("f3_edit_writes")
     paths = layout(tmp)
     repo = paths["repo"]
-    fake = FakeFrontier().start()
+    fake = DemoProvider().start()
     try:
         with serve(config(fake.url, paths)) as base:
             for attack in attacks(paths):

@@ -1,5 +1,6 @@
-"""The loop benchmark's paired, edit-clustered reading of a gain (issue 15,
-``benchmarks/loop_learn.py``): two versions replay the same edits, so what they do alike
+"""The paired, edit-clustered reading of a gain (issue 15; the gate's
+:func:`~specialists.tab.loop.gate.paired_se`, which ``benchmarks/loop_learn.py`` reports as
+``paired_gain`` / ``paired_se``): two versions replay the same edits, so what they do alike
 cancels, and an edit's many requests count as one unit, not as independent draws."""
 
 from __future__ import annotations
@@ -9,11 +10,18 @@ import random
 
 import pytest
 
-from benchmarks.loop_learn import paired_gain
+from specialists.tab.loop.gate import paired_se
 
 
-def _edits(rewards: list[list[float]]) -> dict[int, tuple[float, int]]:
-    return {e: (sum(rs), len(rs)) for e, rs in enumerate(rewards)}
+def _edits(rewards: list[list[float]]) -> list[tuple[float, int]]:
+    return [(sum(rs), len(rs)) for rs in rewards]
+
+
+def paired_gain(before: list[tuple[float, int]] | None,
+                after: list[tuple[float, int]]) -> tuple[float, float]:
+    """(gain, se); no ``before``: every edit (0, 0) there, the clustered se of one mean."""
+    gain, se, _, _ = paired_se(after, before if before is not None else [(0.0, 0)] * len(after))
+    return gain, se
 
 
 def test_a_version_measured_against_itself_gains_nothing_with_no_error() -> None:
@@ -48,5 +56,5 @@ def test_without_a_before_it_is_the_clustered_error_of_one_mean() -> None:
 
 
 def test_one_edit_has_no_error_estimate() -> None:
-    gain, se = paired_gain({0: (1.0, 2)}, {0: (2.0, 2)})
-    assert gain == 0.5 and math.isnan(se)
+    gain, se = paired_gain([(1.0, 2)], [(2.0, 2)])
+    assert gain == 0.5 and se == math.inf

@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 FILE = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    ret"
 RESTART_S = 0.5

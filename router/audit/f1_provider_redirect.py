@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.security.common import Tally, serve
+from router.audit.common import Tally, serve
 
 CANARY_KEY = "sk-CANARY-f1-0123456789"
 PLAIN_KEY = "sk-PLAIN-f1-0123456789"
@@ -38,8 +38,10 @@ def attacks(canary_url: str) -> list[tuple[str, Any]]:
     ]
 
 
-def config(fake_url: str) -> dict[str, Any]:
+def config(fake_url: str, data_dir: Path) -> dict[str, Any]:
     return {
+        # its own event store: an audit never opens the operator's (~/.complement)
+        "data_dir": str(data_dir),
         "frontier": {"retry": {"attempts": 1}},
         "models": {
             "leak": {"model": "openai/gpt-5", "api_key": CANARY_KEY, "timeout_s": 5},
@@ -52,12 +54,12 @@ def config(fake_url: str) -> dict[str, Any]:
 
 
 def probe(tmp: Path) -> Tally:
-    from tests.fakes.fake_frontier import FakeFrontier
+    from router.demo_provider import DemoProvider
 
     tally = Tally("F1 provider redirect")
-    canary, fake = FakeFrontier().start(), FakeFrontier().start()
+    canary, fake = DemoProvider().start(), DemoProvider().start()
     try:
-        with serve(config(fake.url)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        with serve(config(fake.url, tmp / "data")) as url, httpx.Client(base_url=url, timeout=30) as client:
             for route in ("leakroute", "plainroute"):
                 for stream in (False, True):
                     for field, value in attacks(canary.url):

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from benchmarks.security.common import Tally, serve
-from benchmarks.security.raw import open_fds, port_of, wait_closed
+from router.audit.common import Tally, serve
+from router.audit.raw import open_fds, port_of, wait_closed
 
 __all__ = ["BODY_DEADLINE_S", "HEADER_TIMEOUT_S", "probe", "slow_headers", "target", "trickle"]
 

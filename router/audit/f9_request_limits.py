@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from benchmarks.security.common import Tally, serve
-from benchmarks.security.raw import Answer, exchange, port_of, request
+from router.audit.common import Tally, serve
+from router.audit.raw import Answer, exchange, port_of, request
 
 __all__ = ["FILES", "MAX_FILES", "MAX_TEXT", "oversized", "probe", "target"]
 

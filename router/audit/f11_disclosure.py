@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from benchmarks.security.common import Tally, serve
-from benchmarks.security.raw import exchange, port_of, request
+from router.audit.common import Tally, serve
+from router.audit.raw import exchange, port_of, request
 
 __all__ = ["KEY", "NOT_ALLOWED", "absolute_paths", "probe", "target"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from benchmarks.security.common import Tally, free_port
+from router.audit.common import Tally, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 START_S = 60.0

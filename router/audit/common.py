@@ -1,11 +1,12 @@
 """What every security probe shares: a real server for a config, a canary listener, a tally.
 
-A probe (one module per finding of issue 41, ``benchmarks/security/f*.py``) is a function
+A probe (one module per finding of issue 41, ``router/audit/f*.py``) is a function
 ``probe(tmp: Path) -> Tally``: it writes the files and config it needs under ``tmp``, starts
 the real server over HTTP on loopback (:func:`serve`), attacks it the way the finding was
 reproduced by hand, and counts what it tried and what got through. ``tests/security`` runs
 each probe and asserts its tally is clean, besides narrower tests of its own;
-``benchmarks/reliability.py --only security`` runs them all and prints the totals.
+``complement audit`` and ``benchmarks/reliability.py --only security`` run them all and
+print the totals. ``free_port`` and ``running`` are ``router.serving``'s, named here too.
 
 The counts:
 
@@ -22,26 +23,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
-import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from router.serving import free_port, running
+
 __all__ = ["Tally", "free_port", "running", "serve", "snapshot", "changed", "offline_env"]
 
 
 def offline_env() -> None:
-    """No network, ever: litellm's cost map is the local one and no hub is asked."""
+    """No network, ever: litellm's cost map is the local one and no hub is asked (called
+    by :func:`serve` and ``run_all`` before anything loads litellm or a model)."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-
-offline_env()
 
 
 @dataclass
@@ -71,40 +70,11 @@ class Tally:
                 "failures": list(self.failures), "ok": self.ok}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def running(app: Any, host: str = "127.0.0.1", **uvicorn_options: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free port of ``host`` (loopback unless a test binds
-    every interface); yields a loopback base URL for it. ``uvicorn_options`` go to
-    ``uvicorn.Config`` (e.g. the server's own timeouts, as ``complement serve`` sets them)."""
-    import uvicorn
-
-    port = free_port()
-    options = {"log_level": "warning", "lifespan": "on", **uvicorn_options}
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
 @contextmanager
 def serve(config: dict[str, Any], *, host: str | None = None) -> Iterator[str]:
     """The real app for ``config`` (a config mapping, as YAML would give it; no environment
     is read), served over HTTP on loopback; yields its base URL."""
+    offline_env()
     from router.app import create_app
     from router.config import parse_config
     from router.serving import uvicorn_options
