@@ -38,7 +38,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
 from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
@@ -183,50 +183,28 @@ class TabSpecialist(Specialist):
     kind = "tab"
     Options = TabOptions
 
-    def __init__(self, checkpoint: str | None = None, policy: str | None = None, use_lm: bool = True,
-                 threads: int = 1, context_tokens: int | None = None, window_before: int = 24_000,
-                 window_after: int = 8_000, max_recent_edits: int = 8, sample: bool = False,
-                 log_features: bool = False, lm_cache: int = 64, max_batch: int = 16,
-                 max_queue: int = 64, workers: int = 1, processes: int = 0,
-                 prompt_anchor: int = 16, jump_max_lines: int = JUMP_MAX_LINES,
-                 rewrite_fallback: bool = True, hold_finished: bool = False,
-                 int8: bool = False, next_edit: str | None = None,
-                 session_restart_s: float = 0.5) -> None:
+    def __init__(self, **options: Any) -> None:
+        """``options`` are :class:`TabOptions`' fields, validated here (the options model is
+        the constructor's input: each option is written once, in the model)."""
         super().__init__()
-        self.checkpoint = Path(checkpoint) if checkpoint else DEFAULT_CHECKPOINT
-        self.policy_path = Path(policy) if policy else self.checkpoint
-        self.use_lm = use_lm
-        self.threads = threads
-        self.context_tokens = context_tokens
-        """LM prompt length; default: what the policy was trained with (its features depend on it)."""
-        self.window_before = window_before
-        self.window_after = window_after
-        self.max_recent_edits = max_recent_edits
-        self.sample = sample
-        self.log_features = log_features
-        """Put the observation's arrays in each answer's meta, for the event store (the loop)."""
-        self.lm_cache = lm_cache
-        self.max_batch = max_batch
-        self.max_queue = max_queue
-        self.workers = workers
-        self.processes = processes
-        self.prompt_anchor = prompt_anchor
-        self.jump_max_lines = jump_max_lines
-        self.rewrite_fallback = rewrite_fallback
-        self.hold_finished = hold_finished
-        self.session_restart_s = session_restart_s
-        self.int8 = int8
-        self.next_edit_path = next_edit
+        try:
+            opts = TabOptions(**options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise SpecialistError(f"Tab option {'.'.join(map(str, err['loc']))}: {err['msg']}",
+                                  param=".".join(map(str, err["loc"]))) from None
+        self.options = opts
+        for name in TabOptions.model_fields:
+            if name not in ("checkpoint", "policy", "next_edit"):
+                setattr(self, name, getattr(opts, name))
+        self.checkpoint = Path(opts.checkpoint) if opts.checkpoint else DEFAULT_CHECKPOINT
+        self.policy_path = Path(opts.policy) if opts.policy else self.checkpoint
+        self.next_edit_path = opts.next_edit
         self.next_edit: Any = None
-        self._options = {"checkpoint": checkpoint, "policy": policy, "use_lm": use_lm,  # for children
-                         "threads": threads, "context_tokens": context_tokens,
-                         "window_before": window_before, "window_after": window_after,
-                         "max_recent_edits": max_recent_edits, "sample": sample,
-                         "log_features": log_features, "lm_cache": lm_cache,
-                         "prompt_anchor": prompt_anchor, "jump_max_lines": jump_max_lines,
-                         "rewrite_fallback": rewrite_fallback, "hold_finished": hold_finished,
-                         "int8": int8, "next_edit": next_edit,
-                         "session_restart_s": session_restart_s}
+        # as given, for the model worker processes, which build their own copy from them
+        # (one model each, no workers of their own)
+        self._options = opts.model_dump(exclude_unset=True,
+                                        exclude={"max_batch", "max_queue", "workers", "processes"})
         self._procs: list[Any] = []
         self.lm: Any = None
         self.policy: Any = None
