@@ -186,14 +186,13 @@ class TabSpecialist(Specialist):
     def __init__(self, **options: Any) -> None:
         """``options`` are :class:`TabOptions`' fields, validated here (the options model is
         the constructor's input: each option is written once, in the model)."""
-        super().__init__()
         try:
             opts = TabOptions(**options)
         except ValidationError as exc:
             err = exc.errors()[0]
             raise SpecialistError(f"Tab option {'.'.join(map(str, err['loc']))}: {err['msg']}",
                                   param=".".join(map(str, err["loc"]))) from None
-        self.options = opts
+        super().__init__(**opts.model_dump())  # ``self.options``: every option, defaults too
         for name in TabOptions.model_fields:
             if name not in ("checkpoint", "policy", "next_edit"):
                 setattr(self, name, getattr(opts, name))
