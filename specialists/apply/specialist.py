@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from specialists.apply.applier import FileEdit, apply_sketch, combined_diff, warm
 from specialists.apply.result import ApplyOptions, ApplyResult
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
 
@@ -83,18 +83,23 @@ class ApplySpecialist(Specialist):
     version = "1"
     Options = ApplyOptionsModel
 
-    def __init__(self, *, max_delete_share: float = 0.3, parse_check: bool = True, fuzzy: bool = True,
-                 cross_check: bool = True, model: str | None = None,
-                 model_options: Mapping[str, Any] | None = None, fallback: str | None = None) -> None:
-        super().__init__(max_delete_share=max_delete_share, parse_check=parse_check, fuzzy=fuzzy,
-                         cross_check=cross_check, model=model,
-                         model_options=dict(model_options or {}), fallback=fallback)
-        self.apply_options = ApplyOptions(max_delete_share=max_delete_share, parse_check=parse_check,
-                                          fuzzy=fuzzy, cross_check=cross_check)
-        self.model_name = model
-        self.model_options = dict(model_options or {})
+    def __init__(self, **options: Any) -> None:
+        """``options`` are :class:`ApplyOptionsModel`'s fields, validated by it (written
+        once, there)."""
+        try:
+            opts = ApplyOptionsModel(**options)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise SpecialistError(f"apply option {'.'.join(map(str, err['loc']))}: "
+                                  f"{err['msg']}", param=".".join(map(str, err["loc"]))) from None
+        super().__init__(**{**opts.model_dump(), "model_options": dict(opts.model_options or {})})
+        self.apply_options = ApplyOptions(max_delete_share=opts.max_delete_share,
+                                          parse_check=opts.parse_check, fuzzy=opts.fuzzy,
+                                          cross_check=opts.cross_check)
+        self.model_name = opts.model
+        self.model_options = dict(opts.model_options or {})
         self.fallback: Any = None
-        self.region_fallback_path = fallback
+        self.region_fallback_path = opts.fallback
         self.region_fallback: Any = None
 
     def setup(self) -> None:
