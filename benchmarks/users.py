@@ -43,7 +43,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--test", default="test", metavar="PROJECTS", help="held-out projects typed")
     p.add_argument("--test-per-project", type=int, default=40, help="edits per project (0: all)")
     p.add_argument("--people", type=int, default=16, help="people drawn per population")
-    p.add_argument("--seed", type=int, default=0, help="edits sampled and people drawn")
+    p.add_argument("--seed", type=int, default=0, help="edits sampled (and people drawn)")
+    p.add_argument("--people-seed", type=int, default=None, help="people drawn (default: --seed)")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/tab_cache")
     p.add_argument("--threads", type=int, default=1)
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> dict:
     for name, pop in pops:
         results[name] = {}
         for policy_name, (decide, cache) in deciders.items():
-            world = World(pop, seed=args.seed, people=args.people) if pop is not None else None
+            seed = args.seed if args.people_seed is None else args.people_seed
+            world = World(pop, seed=seed, people=args.people) if pop is not None else None
             m = run(test, decide, cache, ask_after_edit=True, world=world, kept=kept)
             results[name][policy_name] = {**m.summary(), **m.kept_summary()}
             print(json.dumps({"population": name, "policy": policy_name, **results[name][policy_name]}),
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
                             text=True).stdout.strip()
     summary = {"benchmark": "users", "test": args.test, "edits": len(test), "people": args.people,
-               "seed": args.seed, "kept_reward": kept.__dict__, "commit": commit,
+               "seed": args.seed, "people_seed": args.people_seed, "kept_reward": kept.__dict__, "commit": commit,
                "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
                "seconds": round(time.time() - t0, 1), "results": results}
     out = Path(args.out)
