@@ -30,6 +30,12 @@ accepted when its result is the file with the *next* hunk made, whole (the next-
 model's answer, ``specialists.tab.next_edit``): the person skips the move and the typing,
 the hunk's typed characters count as saved, and the replay goes on after that hunk.
 
+That judgement is an oracle's. With a ``person`` (``specialists.tab.users``, issue 35) a
+simulated person acts on it: dismisses a correct suggestion (too long, typing fast, noise),
+takes only its first word or line, accepts a wrong one and undoes it (the file is as
+before; the outcome says ``accepted`` with ``undone_after``, as the editor saw the accept
+key), or has Tab switched off (``off``: not shown). Without one, nothing changes.
+
 This module is a library on purpose: the benchmark and the RL trainer drive it in process,
 and an online loop can drive the HTTP API with :meth:`Session.next_request` /
 :meth:`Session.respond` (requests serialise with :meth:`TabRequest.to_json`).

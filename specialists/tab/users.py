@@ -11,7 +11,8 @@ with traits drawn once, seeded, from a *population* (a YAML file in ``configs/us
 * ``noise`` — a correct one is dismissed with ``dismiss``; a wrong one is accepted with
   ``accept_wrong`` and undone ``undo_after`` keystrokes later;
 * ``partial_accept`` — with ``p`` only the first ``unit`` (``word`` or ``line``) of a correct
-  completion is taken;
+  completion is taken; so is the first word of a wrong completion when that word is what
+  the person was about to type (VS Code's accept-word: still the real next text);
 * ``patience`` — after ``rejections`` dismissals in a row, Tab is off for the next
   ``off_requests`` requests (nothing is seen; the switch costs :attr:`KeptReward.off`).
 
