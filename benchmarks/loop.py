@@ -153,6 +153,7 @@ def main() -> None:
         summary["population"] = args.population
         summary["collect_kept"] = [{k: t["extra"].get(k) for k in (
             "collect_accept_rate", "collect_kept_reward_per_request", "collect_chars_kept",
+            "collect_chars_kept_per_1000",
             "switched_off", "tab_off")} for t in turns]
     print(json.dumps(summary))
 

@@ -365,6 +365,7 @@ def test_simulated_people_drive_the_api(served: tuple[str, Any, PolicyStore, int
     if stats.shown >= 2:
         assert stats.switched_off >= 1 and stats.tab_off >= 1
     assert stats.summary()["kept_reward_per_request"] < 0
+    assert stats.keystrokes > 0 and stats.summary()["chars_kept_per_1000"] == 0  # nothing right was kept
 
 
 def test_loop_command_refuses_a_bad_population(tmp_path: Path, toy_data: Path) -> None:

@@ -253,7 +253,9 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
         summary = stats.summary()
         row.extra.update(population=args.population, collect_accept_rate=summary["accept_rate"],
                          collect_kept_reward_per_request=summary["kept_reward_per_request"],
-                         collect_chars_kept=stats.chars_kept, switched_off=stats.switched_off,
+                         collect_chars_kept=stats.chars_kept,
+                         collect_chars_kept_per_1000=summary["chars_kept_per_1000"],
+                         switched_off=stats.switched_off,
                          tab_off=stats.tab_off)
     row.requests_per_s = stats.summary()["requests_per_s"]
     row.errors = len(stats.errors)

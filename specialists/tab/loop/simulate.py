@@ -30,6 +30,8 @@ class SimStats:
     chars_kept: int = 0
     """Accepted characters still there after the kept window (``users.KeptReward``)."""
     reward_kept: float = 0.0
+    keystrokes: int = 0
+    """Characters the replayed edits needed, typed or accepted (up to where each stopped)."""
     switched_off: int = 0
     tab_off: int = 0
     """Requests not made: the person's Tab was switched off."""
@@ -46,6 +48,7 @@ class SimStats:
                 "accept_rate": round(self.accepted / max(1, self.shown), 4),
                 "reward_per_request": round(self.reward / n, 4),
                 "chars_saved": self.chars_saved, "chars_kept": self.chars_kept,
+                "chars_kept_per_1000": round(1000 * self.chars_kept / max(1, self.keystrokes), 2),
                 "kept_reward_per_request": round(self.reward_kept / n, 4),
                 "switched_off": self.switched_off, "tab_off": self.tab_off,
                 "seconds": round(self.seconds, 2),
@@ -131,6 +134,8 @@ class _User:
                 if len(self.pending) >= self.batch:
                     self.flush()
         self.flush()
+        with self.lock:  # the characters the edit needed so far, typed or accepted
+            self.stats.keystrokes += session.typed_chars + session.saved_chars
 
 
 class _Budget:
