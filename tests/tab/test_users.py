@@ -112,12 +112,22 @@ def test_same_seed_same_outcomes() -> None:
 
 
 # -- the oracle ---------------------------------------------------------------------------
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "commits"
+
+
+def _real_pairs() -> list[Pair]:
+    from specialists.tab.data import load_split
+
+    return load_split(DATA, "test", limit_per_project=3) if DATA.exists() else []
+
+
 def test_oracle_population_is_todays_judgement() -> None:
-    """No traits: every outcome, request and reward as with no person at all."""
+    """No traits: every outcome, request and reward as with no person at all (toy edits, and
+    real ones where the shared data is present)."""
     oracle = World(load_population(USERS / "oracle.yaml"), seed=0)
     rng = random.Random(0)
     choice = [rng.random() for _ in range(200)]
-    for the_pair in (pair(), pair("a = 1\nb = 2\n", "a = 10\nb = 2\nc = a + b\n")):
+    for the_pair in (pair(), pair("a = 1\nb = 2\n", "a = 10\nb = 2\nc = a + b\n"), *_real_pairs()):
         def policy(s: Session, req: TabRequest, i: list[int] = [0]) -> Suggestion | None:
             i[0] += 1
             x = choice[i[0] % len(choice)]
