@@ -1,6 +1,7 @@
 """The online loop, measured: ten simulated turns from the shipped checkpoint.
 
     python benchmarks/loop.py ../shared/data/commits [--turns 10] [--events-per-turn 5000]
+                              [--population configs/users/default.yaml]
 
 Per turn: events collected, off-policy events refused, show rate, accept rate, reward per
 request (of the deployed version, on the held-out projects its users replay), and the
@@ -107,6 +108,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
     parser.add_argument("--absorb-events", type=int, default=5000,
                         help="events of the deployed version the absorption step trains on")
+    parser.add_argument("--population", default=None, metavar="FILE.yaml",
+                        help="the simulated users are this population's people (configs/users/; "
+                             "default: oracles, the figures before issue 35)")
     parser.add_argument("--skip-loop", action="store_true",
                         help="reuse the turns already in --out; measure absorption only")
     args = parser.parse_args()
@@ -116,7 +120,7 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
     loop = LoopArgs(data=args.data, turns=args.turns, events_per_turn=args.events_per_turn,
                     users=args.users, out=str(out), checkpoint=args.checkpoint,
-                    collect_split=args.collect, gate_split=args.gate)
+                    collect_split=args.collect, gate_split=args.gate, population=args.population)
     if not args.skip_loop:
         run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
     turns = json.loads((out / "loop.json").read_text())["turns"]
@@ -145,6 +149,12 @@ def main() -> None:
         "plot": str(out / "loop.png"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, no GPU",
     }
+    if args.population:
+        summary["population"] = args.population
+        summary["collect_kept"] = [{k: t["extra"].get(k) for k in (
+            "collect_accept_rate", "collect_kept_reward_per_request", "collect_chars_kept",
+            "collect_chars_kept_per_1000",
+            "switched_off", "tab_off")} for t in turns]
     print(json.dumps(summary))
 
 

@@ -67,6 +67,7 @@ import platform
 import random
 import sys
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -80,6 +81,7 @@ from specialists.tab.harness import ObservationCache, pair_key  # noqa: E402
 from specialists.tab.loop.gate import paired_se  # noqa: E402
 from specialists.tab.loop.lm_learner import LMLearner, Step, target_logps  # noqa: E402
 from specialists.tab.replay import RewardConfig, Session  # noqa: E402
+from specialists.tab.users import KeptReward  # noqa: E402
 
 
 @dataclass
@@ -104,6 +106,15 @@ ASK_AFTER_EDIT = False
 shipped policy was trained on and the earlier figures in BENCHMARKS.md were measured with."""
 
 
+WORLD: Any = None
+"""``--population``: a :class:`specialists.tab.users.World`; each edit is typed by the person
+its key names (the same person whenever it comes round). None: the oracle."""
+
+
+def _person(key: str) -> Any:
+    return WORLD.person(zlib.crc32(key.encode())) if WORLD is not None else None
+
+
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
             prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
@@ -116,7 +127,8 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     prompt at every step it can learn from — its own line shown, or (``typed``) a
     suggestion not accepted where the user went on to type something on the line, which
     ``Step.typed`` then holds (the rest of the line the person typed next)."""
-    sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT), pair_key(p)) for p in pairs]
+    sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT, person=_person(pair_key(p))),
+                 pair_key(p)) for p in pairs]
     active = list(range(len(sessions)))
     steps: list[Step] = []
     rounds = 0
@@ -539,7 +551,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, WORLD
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -593,6 +605,11 @@ def main(argv: list[str] | None = None) -> dict:
                    help="pg_sft: typed lines per update at most (a seeded sample of the turn's)")
     p.add_argument("--lm-nll-lines", type=int, default=400,
                    help="typed lines of the later history the LM's fit (lm_nll) is measured on")
+    p.add_argument("--population", default=None, metavar="FILE.yaml",
+                   help="simulated people of this population type the edits (configs/users/; default: the oracle)")
+    p.add_argument("--people", type=int, default=16, help="people drawn from --population")
+    p.add_argument("--reward", choices=["accept", "kept"], default="accept",
+                   help="accept: +0.75/-0.25 of the accept key; kept: users.KeptReward, of what was kept")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache")
     p.add_argument("--threads", type=int, default=1)
@@ -606,6 +623,10 @@ def main(argv: list[str] | None = None) -> dict:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
     ASK_AFTER_EDIT = args.ask_after_edit
+    if args.population:
+        from specialists.tab.users import World, load_population
+
+        WORLD = World(load_population(args.population), seed=0, people=args.people)
 
     import torch
 
@@ -623,7 +644,7 @@ def main(argv: list[str] | None = None) -> dict:
     lm_start = {k: v.detach().clone() for k, v in lm.model.state_dict().items()}
     if args.normalize_advantages:
         shipped.config.normalize_advantages = True
-    reward = RewardConfig()
+    reward = RewardConfig() if args.reward == "accept" else KeptReward()
 
     pairs = sorted(load_split(args.data, args.project, args.pairs, seed=0), key=lambda q: q.date)
     k = int(round(args.collect_share * len(pairs)))

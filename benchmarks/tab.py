@@ -40,6 +40,7 @@ from specialists.tab.features import COPILOT_FEATURES, ObserveConfig, copilot_fe
 from specialists.tab.harness import KINDS, ObservationCache, measure_latency, run  # noqa: E402
 from specialists.tab.jump import JumpRule, with_jumps  # noqa: E402
 from specialists.tab.replay import Session  # noqa: E402
+from specialists.tab.users import KeptReward, World, load_population  # noqa: E402
 
 CONF_GRID = [-0.25, -0.5, -0.75, -1.0, -1.5, -2.0, -2.5, -3.0, -4.0, -6.0, float("inf")]
 COPY_GRID = [4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 10**9]
@@ -73,11 +74,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="a next-edit model (python -m specialists.tab.next_edit): adds the served row with it")
     p.add_argument("--train-log", default=None, help="train.json of `complement tab train` to plot")
     p.add_argument("--curve", default="benchmarks/tab_training_curve.png")
+    p.add_argument("--population", default=None, metavar="FILE.yaml",
+                   help="simulated people of this population answer (configs/users/, issue 35; "
+                        "default: the oracle); the kept reward is reported beside")
     p.add_argument("--out", default="benchmarks/out/tab.json")
     return p.parse_args(argv)
 
 
-def _fit_copilot(pairs, cache, after_edit: bool) -> B.CopilotFilter:
+def _fit_copilot(pairs, cache, after_edit: bool, world=None) -> B.CopilotFilter:
     """Log (a)'s outcomes on training projects, fit the logistic regression on them."""
     X, y = [], []
 
@@ -86,7 +90,7 @@ def _fit_copilot(pairs, cache, after_edit: bool) -> B.CopilotFilter:
             X.append(copilot_features(req))
             y.append(int(out.accepted))
 
-    run(pairs, B.always, cache, on_step=log, ask_after_edit=after_edit)
+    run(pairs, B.always, cache, on_step=log, ask_after_edit=after_edit, world=world)
     if len(set(y)) < 2:  # nothing (or everything) accepted: the filter has nothing to learn
         return B.CopilotFilter(weights=[0.0] * len(COPILOT_FEATURES), bias=-10.0 if not any(y) else 10.0)
     return B.CopilotFilter.fit(X, y)
@@ -177,12 +181,19 @@ def main(argv: list[str] | None = None) -> dict:
     test = load_split(args.data, args.test, args.test_per_project, seed=args.seed)
 
     ae = args.after_edit
+    population = load_population(args.population) if args.population else None
+
+    def world() -> World | None:
+        """Fresh people for each run (the same seed): a run's figures do not depend on the last."""
+        return World(population, seed=args.seed) if population is not None else None
+
+    kept = KeptReward() if population is not None else None
     _warm(cache, {"dev": dev, "test": test}, ae)
     _warm(cache_lm, {"LM-only train (b) fit": train, "LM-only dev": dev, "LM-only test": test}, ae)
-    copilot = _fit_copilot(train, cache_lm, ae)
+    copilot = _fit_copilot(train, cache_lm, ae, world())
 
     def dev_reward(decide, c=cache_lm) -> float:
-        return run(dev, decide, c, ask_after_edit=ae).summary()["reward_per_request"]
+        return run(dev, decide, c, ask_after_edit=ae, world=world()).summary()["reward_per_request"]
 
     tau_c, _ = B.tune(CONF_GRID, B.confidence, dev_reward)
     min_m, _ = B.tune(COPY_GRID, B.copy_min_match, lambda d: dev_reward(d, cache))
@@ -223,9 +234,11 @@ def main(argv: list[str] | None = None) -> dict:
     lat_reqs = _latency_requests(test, args.latency_requests, args.seed, ae)
     results, kinds = {}, {}
     for name, (decide, observations, cfg) in deciders.items():
-        m = run(test, decide, observations, ask_after_edit=ae)
+        m = run(test, decide, observations, ask_after_edit=ae, world=world(), kept=kept)
         m.latencies_ms = measure_latency(lat_reqs, decide, lm if cfg.use_lm else None, cfg)
         results[name], kinds[name] = m.summary(), m.kind_summary()
+        if kept is not None:
+            results[name].update(m.kept_summary())
         print(json.dumps({name: results[name], "by_kind": kinds[name]}), file=sys.stderr, flush=True)
     cache.save()  # the states an accepted jump or a new protocol reached
     cost_reqs = _latency_requests(test, args.jump_cost_requests, args.seed + 1, ae)
@@ -266,6 +279,8 @@ def main(argv: list[str] | None = None) -> dict:
                    f"load average at end {os.getloadavg()[0]:.1f}",
         "seconds": round(time.time() - t_start, 1), "targets": targets, "policies": results,
     }
+    if population is not None:
+        summary["population"] = args.population
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1) + "\n")

@@ -119,16 +119,21 @@ def _fenced(lang: str, text: str | None = None) -> list[tuple[str, int]]:
 
 
 def test_readme_config_snippets_are_valid_config() -> None:
-    """Each YAML block, laid over the default config, passes the config's validation."""
+    """Each YAML block, laid over the default config, passes the config's validation; a
+    population of simulated people (``people:``, issue 35) passes the population's."""
     import yaml
 
     from router.config import parse_config
+    from specialists.tab.users import parse_population
 
     default = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
     snippets = _fenced("yaml")
     assert snippets
     for code, line in snippets:
         fragment = yaml.safe_load(code)
+        if "people" in fragment:
+            parse_population(fragment, where=f"README.md:{line}")
+            continue
         merged = dict(default)
         for key, value in fragment.items():
             base = merged.get(key)

@@ -34,6 +34,14 @@ def _simulated(ns: argparse.Namespace) -> int:
         print(f"complement loop: data directory {args.data!r} not found; pass --data DIR "
               "(JSONL.gz edit pairs, e.g. ../shared/data/commits)", file=sys.stderr)
         return 2
+    if args.population:  # a bad population file fails here, naming its key, not mid-loop
+        from specialists.tab.users import PopulationError, load_population
+
+        try:
+            load_population(args.population)
+        except PopulationError as exc:
+            print(f"complement loop: --population: {exc}", file=sys.stderr)
+            return 2
     summary = run_loop(args, progress=_progress)
     print(json.dumps(summary))
     return 0
@@ -224,7 +232,10 @@ def register(subparsers: Any) -> None:
                             "from the deployed version starts above minus this",
              "max_staleness": "--simulate: also train on the last N ancestor versions' events, "
                               "importance-weighted (default 0: on-policy only)",
-             "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)"}
+             "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)",
+             "population": "--simulate: a population file (configs/users/*.yaml): the simulated "
+                           "users are its people (default: oracles, who accept exactly the real "
+                           "next text)"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str

@@ -112,6 +112,11 @@ class Metrics:
     reward: float = 0.0
     chars_saved: int = 0
     chars_total: int = 0
+    chars_kept: int = 0
+    """Accepted characters still there after the kept window (``users.KeptReward.kept``)."""
+    reward_kept: float = 0.0
+    """Reward of what was kept (``users.KeptReward``), beside ``reward``; 0 unless ``run`` got one."""
+    switched_off: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     by_kind: dict[str, dict[str, int]] = field(
         default_factory=lambda: {k: {"shown": 0, "accepted": 0, "chars_saved": 0} for k in KINDS})
@@ -123,6 +128,7 @@ class Metrics:
         self.accepted += outcome.accepted
         self.reward += outcome.reward
         self.chars_saved += outcome.chars_saved
+        self.switched_off += outcome.switched_off
         if outcome.kind is not None:
             counts = self.by_kind[outcome.kind]
             counts["shown"] += 1
@@ -142,6 +148,14 @@ class Metrics:
                 "chars_saved_per_1000": round(1000 * self.chars_saved / max(1, self.chars_total), 2),
                 "p50_ms": pct(0.5), "p99_ms": pct(0.99)}
 
+    def kept_summary(self) -> dict[str, float]:
+        """Beside :meth:`summary`: reward of what was kept per request, characters kept per
+        1,000 keystrokes (the characters the edits need typed unaided), Tab switch-offs."""
+        n = max(1, self.requests)
+        return {"kept_reward_per_request": round(self.reward_kept / n, 4),
+                "chars_kept_per_1000": round(1000 * self.chars_kept / max(1, self.chars_total), 2),
+                "switched_off": self.switched_off}
+
     def kind_summary(self) -> dict[str, dict[str, float]]:
         """Per kind: shows, accepts, accept rate, characters saved (and per 1,000 typed)."""
         return {k: {**v, "accept_rate": round(v["accepted"] / max(1, v["shown"]), 4),
@@ -150,20 +164,26 @@ class Metrics:
 
 
 def run(pairs: Iterable[Pair], decide: Decider, cache: ObservationCache,
-        reward: RewardConfig | None = None,
+        reward: Any = None,
         on_step: Callable[[TabRequest, Observation, Suggestion | None, Outcome], None] | None = None,
-        ask_after_edit: bool = False) -> Metrics:
+        ask_after_edit: bool = False, world: Any = None, kept: Any = None) -> Metrics:
     """Replay ``pairs`` with ``decide`` choosing at each request; ``on_step`` sees each decision.
-    ``ask_after_edit``: a request also when each hunk is done (where jumps are judged)."""
+    ``ask_after_edit``: a request also when each hunk is done (where jumps are judged).
+    ``world`` (a :class:`specialists.tab.users.World`): pair ``i`` is typed by its person
+    ``i`` (None: the oracle); ``kept`` (a ``users.KeptReward``) also sums the kept reward."""
     m = Metrics()
-    for pair in pairs:
-        session = Session(pair, reward=reward, ask_after_edit=ask_after_edit)
+    for i, pair in enumerate(pairs):
+        person = world.person(i) if world is not None else None
+        session = Session(pair, reward=reward, ask_after_edit=ask_after_edit, person=person)
         key = pair_key(pair)
         while (req := session.next_request()) is not None:
             obs = cache.get(key, req)
             sug = decide(req, obs)
             out = session.respond(sug)
             m.add(out)
+            if kept is not None:
+                m.reward_kept += kept.score(out)
+                m.chars_kept += kept.kept(out)
             if on_step is not None:
                 on_step(req, obs, sug, out)
         m.chars_total += session.total_chars

@@ -30,6 +30,12 @@ accepted when its result is the file with the *next* hunk made, whole (the next-
 model's answer, ``specialists.tab.next_edit``): the person skips the move and the typing,
 the hunk's typed characters count as saved, and the replay goes on after that hunk.
 
+That judgement is an oracle's. With a ``person`` (``specialists.tab.users``, issue 35) a
+simulated person acts on it: dismisses a correct suggestion (too long, typing fast, noise),
+takes only its first word or line, accepts a wrong one and undoes it (the file is as
+before; the outcome says ``accepted`` with ``undone_after``, as the editor saw the accept
+key), or has Tab switched off (``off``: not shown). Without one, nothing changes.
+
 This module is a library on purpose: the benchmark and the RL trainer drive it in process,
 and an online loop can drive the HTTP API with :meth:`Session.next_request` /
 :meth:`Session.respond` (requests serialise with :meth:`TabRequest.to_json`).
@@ -38,6 +44,7 @@ and an online loop can drive the HTTP API with :meth:`Session.next_request` /
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -167,6 +174,10 @@ class RewardConfig:
             return self.reject
         return self.accept + self.per_char * min(chars, self.per_char_cap)
 
+    def score(self, outcome: "Outcome") -> float:
+        """The reward of an :class:`Outcome` (a wrong accept counts as an accept: it is the key)."""
+        return self(outcome.shown, outcome.accepted, outcome.chars_saved)
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -187,6 +198,15 @@ class Outcome:
     reward: float
     kind: str | None = None
     """The shown suggestion's :attr:`Suggestion.kind`; ``None`` when nothing was shown."""
+    chars_kept: int = 0
+    """Accepted characters left in the file (a partial accept's part; a wrong accept's text
+    until it is undone)."""
+    undone_after: int | None = None
+    """A wrong accept (a simulated person's noise): undone this many keystrokes later."""
+    switched_off: bool = False
+    """The person switched Tab off after this answer (``users`` patience)."""
+    off: bool = False
+    """Tab was off: the suggestion never reached the person (``shown`` is False)."""
 
 
 def _trim(old: str, new: str) -> tuple[int, str, str]:
@@ -257,11 +277,14 @@ class Session:
     request must be answered before the next one is asked for.
     """
 
-    def __init__(self, pair: Pair, reward: RewardConfig | None = None, timing: Timing | None = None,
-                 max_recent: int = 5, ask_after_edit: bool = False) -> None:
+    def __init__(self, pair: Pair, reward: Any = None, timing: Timing | None = None,
+                 max_recent: int = 5, ask_after_edit: bool = False, person: Any = None) -> None:
         self.pair = pair
+        self.person = person
+        """A :class:`specialists.tab.users.Person` who acts on the judgement; None: the oracle."""
         self.ask_after_edit = ask_after_edit
         self.reward = reward or RewardConfig()
+        """Anything with ``score(outcome)``: :class:`RewardConfig` or ``users.KeptReward``."""
         self.timing = timing or Timing()
         self.max_recent = max_recent
         self.hunks = hunks_of(pair.before, pair.after)
@@ -283,6 +306,7 @@ class Session:
         self._made_next = False  # an accepted rewrite made the next hunk whole
         self.jumps_accepted = 0
         self._n = 0
+        self._since: float | None = None
 
     # -- the person's path -------------------------------------------------------------
     def _walk(self) -> Iterator[tuple[int, int]]:
@@ -374,6 +398,7 @@ class Session:
         self._pending = (hi, k, self.file)
         self._n += 1
         since = None if self.last_decision is None else round(self.clock - self.last_decision, 3)
+        self._since = since
         return TabRequest(file=self.file, cursor=cursor, language=self.pair.language, path=self.pair.path,
                           recent_edits=recent, seconds_since_last=since, last_outcome=self.last_outcome,
                           request_id=f"{self.pair.repo}:{self.pair.commit[:8]}:{self._n}")
@@ -434,6 +459,18 @@ class Session:
         hi, k, _ = self._pending  # type: ignore[misc]
         self._pending = None
         shown = suggestion is not None
+        verdict = None
+        if self.person is not None and suggestion is not None:
+            verdict = self._react(suggestion, accepted, hi, k, k2)
+            shown = verdict.seen
+            if verdict.accepted and verdict.undone_after is None and not accepted:
+                accepted, k2 = True, k + verdict.keep  # the right first word of a wrong line
+            elif accepted and verdict.accepted and k >= 0 and k2 >= 0 and verdict.keep < k2 - k:
+                k2 = k + verdict.keep  # a partial accept: the rest is typed by hand
+            if not verdict.accepted or verdict.undone_after is not None:
+                accepted = False
+        elif self.person is not None:
+            self.person.idle()
         chars = 0
         if accepted and suggestion is not None and suggestion.jump:
             self.jumps_accepted += 1
@@ -455,11 +492,30 @@ class Session:
                 self._set_k(hi, k2)
         elif shown:
             self.clock += self.timing.read_suggestion
-        self.last_outcome = "accepted" if accepted else ("rejected" if shown else "none")
+        wrong = verdict is not None and verdict.seen and verdict.accepted and verdict.undone_after is not None
+        if wrong:  # accepted, then undone: the file is as before, the keys are spent
+            self.clock += 2 * self.timing.accept
+        out = Outcome(shown=shown, accepted=accepted or wrong, chars_saved=chars, reward=0.0,
+                      kind=suggestion.kind if suggestion is not None and shown else None,
+                      chars_kept=len(suggestion.text) if wrong and suggestion is not None else chars,
+                      undone_after=verdict.undone_after if wrong and verdict is not None else None,
+                      switched_off=verdict is not None and verdict.switched_off,
+                      off=verdict is not None and not verdict.seen)
+        self.last_outcome = "accepted" if out.accepted else ("rejected" if shown else "none")
         self.last_decision = self.clock
-        return Outcome(shown=shown, accepted=accepted, chars_saved=chars,
-                       reward=self.reward(shown, accepted, chars),
-                       kind=suggestion.kind if suggestion is not None else None)
+        out.reward = self.reward.score(out)
+        return out
+
+    def _react(self, suggestion: Suggestion, correct: bool, hi: int, k: int, k2: int) -> Any:
+        """The person's verdict on a shown suggestion; only a completion typed at the cursor
+        can be taken in part."""
+        h = self.hunks[hi]
+        partial = correct and not suggestion.jump and k >= 0 and k2 >= 0
+        typed = h.new[k:k2] if partial else None
+        at_cursor = (not correct and suggestion.kind == "insert" and k >= 0 and not self._after
+                     and self._deleted and suggestion.start == h.start + k)
+        right = os.path.commonprefix([suggestion.text, h.new[k:]]) if at_cursor else ""
+        return self.person.react(correct, typed, suggestion.text, self.pair.language, self._since, right)
 
     # -- what the person was about to do (for analysis and tests, never for the policy) -----
     def remaining(self) -> str:

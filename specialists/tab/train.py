@@ -70,6 +70,12 @@ class Args:
     """Reward of showing nothing."""
     reward_per_char: float = 0.0
     """Training bonus per accepted character (the length-scaled variant); 0 trains on the plain reward."""
+    population: str = ""
+    """A population file (``configs/users/*.yaml``, issue 35) whose people answer in training
+    and on dev; empty: the oracle (the shipped checkpoint's recipe)."""
+    reward: str = "accept"
+    """``accept``: the reward_* figures above, of the accept key; ``kept``: ``users.KeptReward``,
+    of what was kept."""
     eval_every: int = 20
     """Greedy dev evaluation every this many updates (the best version is kept)."""
     seed: int = 0
@@ -110,7 +116,25 @@ def train(args: Args) -> dict[str, Any]:
     cache = ObservationCache.kept_in(args.cache_dir, lm, config, args.checkpoint)
     train_pairs = load_split(args.data, args.train_split, args.train_per_project, seed=args.seed)
     dev_pairs = load_split(args.data, args.dev_split, args.dev_per_project, seed=args.seed)
-    train_reward = RewardConfig(args.reward_accept, args.reward_reject, args.reward_none, args.reward_per_char)
+    train_reward: Any = RewardConfig(args.reward_accept, args.reward_reject, args.reward_none, args.reward_per_char)
+    if args.reward not in ("accept", "kept"):
+        raise ValueError(f"reward: {args.reward!r} is not one of accept, kept")
+    if args.reward == "kept":
+        from specialists.tab.users import KeptReward
+
+        train_reward = KeptReward()
+    population = None
+    if args.population:
+        from specialists.tab.users import load_population
+
+        population = load_population(args.population)
+
+    def world(seed: int) -> Any:
+        from specialists.tab.users import World
+
+        return World(population, seed=seed) if population is not None else None
+
+    people = world(args.seed)  # the training people keep their state from update to update
     plain = RewardConfig()
 
     # One pass showing nothing fills the cache and gives the feature scales.
@@ -149,13 +173,14 @@ def train(args: Args) -> dict[str, Any]:
             plain_metrics.add(type(outcome)(outcome.shown, outcome.accepted, outcome.chars_saved,
                                             plain(outcome.shown, outcome.accepted, outcome.chars_saved)))
 
-        m = run(batch, decide, cache, reward=train_reward, on_step=record)
+        m = run(batch, decide, cache, reward=train_reward, on_step=record, world=people)
         plain_metrics.chars_total = m.chars_total
         stats = policy.train_step(samples)
         row = {"update": update, "version": policy.version, **stats,
                **{f"train/{k}": v for k, v in plain_metrics.summary().items() if not k.endswith("_ms")}}
         if update % args.eval_every == 0 or update == args.updates:
-            dev = run(dev_pairs, lambda req, obs: policy.act(obs, sample=False).suggestion, cache).summary()
+            dev = run(dev_pairs, lambda req, obs: policy.act(obs, sample=False).suggestion, cache,
+                      world=world(args.seed + 1)).summary()  # the same fresh people at each evaluation
             row.update({f"dev/{k}": v for k, v in dev.items() if not k.endswith("_ms")})
             if dev["reward_per_request"] > best["reward_per_request"]:
                 best = {**dev, "update": update, "version": policy.version}

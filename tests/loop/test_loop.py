@@ -344,3 +344,36 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
     missing = subprocess.run([*cmd[:5], "--data", str(tmp_path / "nowhere")], cwd=REPO,
                              env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_simulated_people_drive_the_api(served: tuple[str, Any, PolicyStore, int],
+                                        toy_data: Path) -> None:
+    """Issue 35: with a world the users are its people; every request they make is logged
+    and every suggestion they saw gets feedback; same seed, same people."""
+    from specialists.tab.users import World, parse_population
+
+    url, app, store, v = served
+    pop = parse_population({"name": "t", "people": [{"type": "noisy", "traits": {
+        "noise": {"dismiss": 1.0, "accept_wrong": 1.0, "undo_after": 1},
+        "patience": {"rejections": 2, "off_requests": 2}}}]})
+    world = World(pop, seed=3, people=2)
+    stats = simulate(url, load_split(toy_data, "toy"), users=2, max_requests=40, world=world)
+    assert not stats.errors, stats.errors[:3]
+    assert stats.requests == 40 and app.state.events.counts()["actions"] == 40
+    assert stats.feedback_sent == stats.shown
+    assert stats.chars_saved == 0 and stats.accepted >= 1  # wrong ones taken, then undone; right ones dismissed
+    if stats.shown >= 2:
+        assert stats.switched_off >= 1 and stats.tab_off >= 1
+    assert stats.summary()["kept_reward_per_request"] < 0
+    assert stats.keystrokes > 0 and stats.summary()["chars_kept_per_1000"] == 0  # nothing right was kept
+
+
+def test_loop_command_refuses_a_bad_population(tmp_path: Path, toy_data: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\npeople:\n  - type: a\n    traits: {flow: {sconds: 1}}\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "router.cli", "loop", "--simulate", "--data", str(toy_data),
+                           "--population", str(bad), "--out", str(tmp_path / "run")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "bad.yaml.people[0].traits.flow: unknown key 'sconds' (did you mean 'seconds'?)" in done.stderr

@@ -104,3 +104,21 @@ def test_generic_transformers_path_agrees(tiny_checkpoint) -> None:
     assert (out_fast.lm_candidate is None) == (out_slow.lm_candidate is None)
     if out_fast.lm_candidate is not None:
         assert out_fast.lm_candidate.text == out_slow.lm_candidate.text
+
+
+def test_policy_training_with_a_population_and_the_kept_reward(tiny_checkpoint, toy_data, tmp_path) -> None:
+    """Issue 35: the training script takes a population and trains on the kept reward."""
+    from pathlib import Path
+
+    from specialists.tab.train import Args, train
+
+    users = Path(__file__).resolve().parents[2] / "configs" / "users" / "noisy.yaml"
+    summary = train(Args(data=str(toy_data), checkpoint=str(tiny_checkpoint), out=str(tmp_path),
+                         train_split="toy", dev_split="toy", train_per_project=4, dev_per_project=2,
+                         updates=2, pairs_per_update=2, eval_every=2, cache_dir="", quiet=True,
+                         population=str(users), reward="kept"))
+    assert [row["version"] for row in summary["curve"]] == [1, 2]
+    assert summary["args"]["population"] == str(users)
+    with pytest.raises(ValueError, match="not one of accept, kept"):
+        train(Args(data=str(toy_data), checkpoint=str(tiny_checkpoint), out=str(tmp_path),
+                   train_split="toy", dev_split="toy", cache_dir="", quiet=True, reward="kep"))

@@ -56,6 +56,9 @@ class LoopArgs:
     (0: on-policy only, DESIGN.md's rule)."""
     is_clip: float = 1.0
     """Clip of a stale event's importance weight (with ``max_staleness`` > 0)."""
+    population: str | None = None
+    """A population file (``configs/users/*.yaml``, issue 35) whose people the simulated
+    users are; None: oracles (the replay's judgement, as before)."""
 
 
 @dataclass
@@ -204,6 +207,13 @@ def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
     server = Server(_server_config(args, state, store, port), port, state / "server.log").start()
     log_path = out / "loop.json"
     turns: list[dict[str, Any]] = _previous_turns(log_path)
+    if args.population:  # the same people every turn: their patience carries over
+        from functools import partial
+
+        from specialists.tab.users import World, load_population
+
+        simulate = partial(simulate, world=World(load_population(args.population), seed=args.seed,
+                                                 people=args.users))
     try:
         for t in range(len(turns), len(turns) + args.turns):
             row = _one_turn(t, args, server, store, events, gate, collect_pool, progress,
@@ -239,6 +249,14 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     row.extra = {"acknowledged": stats.requests,
                  "stored": events.counts()["actions"] - before,
                  "feedback_acknowledged": stats.feedback_sent}
+    if args.population:  # what the people kept, beside the reward the trainer sees (issue 35)
+        summary = stats.summary()
+        row.extra.update(population=args.population, collect_accept_rate=summary["accept_rate"],
+                         collect_kept_reward_per_request=summary["kept_reward_per_request"],
+                         collect_chars_kept=stats.chars_kept,
+                         collect_chars_kept_per_1000=summary["chars_kept_per_1000"],
+                         switched_off=stats.switched_off,
+                         tab_off=stats.tab_off)
     row.requests_per_s = stats.summary()["requests_per_s"]
     row.errors = len(stats.errors)
     t1 = time.monotonic()

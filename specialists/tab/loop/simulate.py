@@ -4,6 +4,10 @@ Each user replays held-out real edits (the Tab specialist's ``Session``): at eve
 it sends ``POST /v1/tab``, lets the simulated person judge the suggestion, and reports the
 outcome with ``POST /v1/feedback`` (batched, as buffering clients do). Users run
 concurrently in threads; the loop bounds them by request count and wall time.
+
+With a ``world`` (:class:`specialists.tab.users.World`, issue 35) user ``j`` is that world's
+person ``j``, who acts on the judgement with their traits; while their Tab is switched off
+the editor sends nothing (the request is not made). Without one, the person is the oracle.
 """
 
 from __future__ import annotations
@@ -23,6 +27,14 @@ class SimStats:
     accepted: int = 0
     reward: float = 0.0
     chars_saved: int = 0
+    chars_kept: int = 0
+    """Accepted characters still there after the kept window (``users.KeptReward``)."""
+    reward_kept: float = 0.0
+    keystrokes: int = 0
+    """Characters the replayed edits needed, typed or accepted (up to where each stopped)."""
+    switched_off: int = 0
+    tab_off: int = 0
+    """Requests not made: the person's Tab was switched off."""
     feedback_sent: int = 0
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
@@ -35,7 +47,11 @@ class SimStats:
         return {"requests": self.requests, "show_rate": round(self.shown / n, 4),
                 "accept_rate": round(self.accepted / max(1, self.shown), 4),
                 "reward_per_request": round(self.reward / n, 4),
-                "chars_saved": self.chars_saved, "seconds": round(self.seconds, 2),
+                "chars_saved": self.chars_saved, "chars_kept": self.chars_kept,
+                "chars_kept_per_1000": round(1000 * self.chars_kept / max(1, self.keystrokes), 2),
+                "kept_reward_per_request": round(self.reward_kept / n, 4),
+                "switched_off": self.switched_off, "tab_off": self.tab_off,
+                "seconds": round(self.seconds, 2),
                 "requests_per_s": round(self.requests / max(self.seconds, 1e-9), 1),
                 "errors": len(self.errors), "versions": dict(self.versions),
                 "kinds": {k: {"shown": v[0], "accepted": v[1]} for k, v in sorted(self.kinds.items())}}
@@ -43,7 +59,11 @@ class SimStats:
 
 class _User:
     def __init__(self, client: Any, stats: SimStats, lock: threading.Lock, batch: int,
-                 reward: Any) -> None:
+                 reward: Any, person: Any = None) -> None:
+        from specialists.tab.users import KeptReward
+
+        self.person = person
+        self.kept = KeptReward()
         self.client = client
         self.stats = stats
         self.lock = lock
@@ -69,9 +89,14 @@ class _User:
         from specialists.tab.replay import Session, Suggestion
 
         # asks also when each hunk is done, as an editor does: where a jump can be accepted
-        session = Session(pair, reward=self.reward, ask_after_edit=True)
+        session = Session(pair, reward=self.reward, ask_after_edit=True, person=self.person)
         seq = 0
         while (req := session.next_request()) is not None:
+            if self.person is not None and self.person.off_left > 0:
+                session.respond(None)  # Tab is off: the editor asks nothing (the person counts down)
+                with self.lock:
+                    self.stats.tab_off += 1
+                continue
             if not budget.take():
                 break  # the session is dropped with its request unanswered
             seq += 1
@@ -93,6 +118,9 @@ class _User:
                 s.accepted += out.accepted
                 s.reward += out.reward
                 s.chars_saved += out.chars_saved
+                s.chars_kept += self.kept.kept(out)
+                s.reward_kept += self.kept.score(out)
+                s.switched_off += out.switched_off
                 if out.shown and sug is not None:
                     counts = s.kinds.setdefault(sug.kind, [0, 0])
                     counts[0] += 1
@@ -106,6 +134,8 @@ class _User:
                 if len(self.pending) >= self.batch:
                     self.flush()
         self.flush()
+        with self.lock:  # the characters the edit needed so far, typed or accepted
+            self.stats.keystrokes += session.typed_chars + session.saved_chars
 
 
 class _Budget:
@@ -129,8 +159,9 @@ class _Budget:
 def simulate(base_url: str, pairs: Iterable[Any], *, users: int = 8,
              max_requests: int | None = None, max_seconds: float | None = None,
              api_key: str | None = None, feedback_batch: int = 16,
-             reward: Any = None) -> SimStats:
-    """Replay ``pairs`` through the API with ``users`` concurrent simulated people."""
+             reward: Any = None, world: Any = None) -> SimStats:
+    """Replay ``pairs`` through the API with ``users`` concurrent simulated people (the
+    ``world``'s first ``users`` people, or oracles)."""
     import httpx
 
     stats = SimStats()
@@ -141,9 +172,10 @@ def simulate(base_url: str, pairs: Iterable[Any], *, users: int = 8,
     budget = _Budget(max_requests, t0 + max_seconds if max_seconds else None)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
-    def worker() -> None:
+    def worker(j: int) -> None:
         with httpx.Client(base_url=base_url, timeout=60, headers=headers) as client:
-            user = _User(client, stats, lock, feedback_batch, reward)
+            person = world.person(j) if world is not None else None
+            user = _User(client, stats, lock, feedback_batch, reward, person)
             while True:
                 with queue_lock:
                     if not queue:
@@ -158,7 +190,7 @@ def simulate(base_url: str, pairs: Iterable[Any], *, users: int = 8,
                 if budget.left is not None and budget.left <= 0:
                     return
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, users))]
+    threads = [threading.Thread(target=worker, args=(j,), daemon=True) for j in range(max(1, users))]
     for t in threads:
         t.start()
     for t in threads:
