@@ -488,6 +488,7 @@ def create_app(config: Config, *, registry: Registry | None = None,
             await app.state.frontier.aclose()
             await run_in_threadpool(reg.close_all)
             await run_in_threadpool(app.state.tab_writer.close)
+            app.state.keys.store.close()
             app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,

@@ -98,9 +98,9 @@ class ServerConfig(_Strict):
                 "with API keys (COMPLEMENT_API_KEY or server.api_keys)")
         if not keys and not self.admin_keys and not is_loopback(self.host):
             raise ValueError(
-                f"server.api_keys and server.admin_keys are empty but server.host is "
+                f"server.api_keys is empty (so is server.admin_keys) but server.host is "
                 f"{self.host!r}: off loopback every endpoint but /healthz and /readyz needs "
-                "a key, and the admin endpoints (deploy, canary, /key/*) the admin key. Set "
+                "an API key, and the admin endpoints (deploy, canary, /key/*) the admin key. Set "
                 "COMPLEMENT_API_KEY and COMPLEMENT_ADMIN_KEY (the default config reads them) "
                 "or list keys under server.api_keys / server.admin_keys, or bind 127.0.0.1"
             )

@@ -52,7 +52,7 @@ from router.errors import BudgetExceeded, Forbidden, NotFound, RateLimited, Unau
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["ADMIN", "ADMIN_PATHS", "AREAS", "INFERENCE", "KEY_PREFIX", "Charge", "KeyGate",
+__all__ = ["ADMIN", "ADMIN_PATHS", "AREAS", "INFERENCE", "KEY_PREFIX", "Busy", "Charge", "KeyGate",
            "KeyStore", "VirtualKey", "charge_of", "hash_key", "is_admin_path", "new_key",
            "parse_duration"]
 
@@ -88,15 +88,15 @@ def is_admin_path(path: str) -> bool:
     return path in ADMIN_PATHS or path.startswith(ADMIN_PREFIXES)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+_DURATION = re.compile(r"^([1-9][0-9]{0,8})([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str) -> float:
     """``"30s"``, ``"15m"``, ``"12h"``, ``"30d"`` (LiteLLM's ``duration``) in seconds."""
     match = _DURATION.match(text)
-    if match is None or float(match.group(1)) <= 0:
-        raise ValueError(f"duration {text!r} is not a positive number of seconds, minutes, "
+    if match is None:
+        raise ValueError(f"duration {text!r} is not a whole number of seconds, minutes, "
                          "hours or days: write e.g. '30s', '15m', '12h' or '30d'")
     return float(match.group(1)) * _UNIT_S[match.group(2)]
 
@@ -180,6 +180,14 @@ class KeyStore:
         self.engine = engine
         self.keys = virtual_keys
         self.reservations = key_reservations
+        self.drop_expired()
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        self._sqlite = _SqliteSpending(database) if database not in (None, "", ":memory:") \
+            else None
+
+    def close(self) -> None:
+        if self._sqlite is not None:
+            self._sqlite.close()
 
     # -- management --------------------------------------------------------------------------
     def create(self, *, key: str | None = None, **fields: Any) -> tuple[str, VirtualKey]:
@@ -253,12 +261,17 @@ class KeyStore:
         return out
 
     # -- spending ----------------------------------------------------------------------------
-    def reserve(self, key_hash: str, amount: float, ttl_s: float) -> str:
+    def reserve(self, key_hash: str, amount: float, ttl_s: float, wait: bool = True) -> str:
         """Hold ``amount`` USD of the key's budget for one request; its reservation id.
         Raises :class:`BudgetExceeded` when spend, the live reservations and ``amount``
-        would pass ``max_budget``."""
+        would pass ``max_budget``. ``wait=False``: raise :class:`Busy` at once rather than
+        wait for the database (the caller is the event loop; it tries again in a thread)."""
         from sqlalchemy import delete, func, select, update
 
+        if self._sqlite is not None:
+            return self._sqlite.reserve(key_hash, amount, ttl_s, wait)
+        if not wait:
+            raise Busy()
         k, r = self.keys, self.reservations
         now = time.time()
         with self.engine.begin() as conn:
@@ -280,11 +293,16 @@ class KeyStore:
                                            created_at=now, expires_at=now + ttl_s))
         return rid
 
-    def settle(self, key_hash: str, reservation: str | None, cost: float) -> float:
+    def settle(self, key_hash: str, reservation: str | None, cost: float,
+               wait: bool = True) -> float:
         """End one request: drop its reservation and add its real ``cost`` to the key's
-        spend, in one transaction; the key's spend after."""
+        spend, in one transaction; the key's spend after. ``wait``: as for :meth:`reserve`."""
         from sqlalchemy import delete, select, update
 
+        if self._sqlite is not None:
+            return self._sqlite.settle(key_hash, reservation, cost, wait)
+        if not wait:
+            raise Busy()
         k, r = self.keys, self.reservations
         with self.engine.begin() as conn:
             conn.execute(update(k).where(k.c.key_hash == key_hash)
@@ -293,6 +311,14 @@ class KeyStore:
                 conn.execute(delete(r).where(r.c.id == reservation))
             return float(conn.execute(select(k.c.spend).where(k.c.key_hash == key_hash))
                          .scalar() or 0.0)
+
+    def drop_expired(self) -> int:
+        """Delete reservations past their expiry (left by killed servers); how many."""
+        from sqlalchemy import delete
+
+        with self.engine.begin() as conn:
+            return int(conn.execute(delete(self.reservations).where(
+                self.reservations.c.expires_at <= time.time())).rowcount or 0)
 
     def held(self, key_hash: str) -> float:
         """USD held by live reservations of the key."""
@@ -303,6 +329,96 @@ class KeyStore:
             return float(conn.execute(select(func.coalesce(func.sum(r.c.amount), 0.0))
                                       .where(r.c.key_hash == key_hash,
                                              r.c.expires_at > time.time())).scalar() or 0.0)
+
+
+class Busy(Exception):
+    """The database's write lock is taken: not waited for (``wait=False``)."""
+
+
+class _SqliteSpending:
+    """Reserve and settle on SQLite through the driver, on two connections of their own.
+
+    A commit here takes some 20 µs; SQLAlchemy's statement building and pool cost ten times
+    that, and a hop to a worker thread more again (issue 37's budget: 0.2 ms a request).
+    So the event loop runs a transaction itself on the ``fast`` connection, which never
+    waits for the write lock (busy timeout 0): when another writer holds it (the Tab
+    action writer, another server process), :class:`Busy` sends the caller to a thread,
+    which runs it on the ``slow`` connection, which waits. Each transaction starts with
+    ``BEGIN IMMEDIATE``, holding the write lock before it reads the totals it checks."""
+
+    def __init__(self, path: str) -> None:
+        import sqlite3
+        import threading
+
+        self.fast = sqlite3.connect(path, timeout=0, isolation_level=None,
+                                    check_same_thread=False)
+        self.slow = sqlite3.connect(path, timeout=30, isolation_level=None,
+                                    check_same_thread=False)
+        for conn, busy_ms in ((self.fast, 0), (self.slow, 30000)):
+            conn.execute("PRAGMA synchronous=NORMAL")  # as the event store: a kill loses nothing
+            conn.execute(f"PRAGMA busy_timeout={busy_ms}")
+        self._fast_lock = threading.Lock()
+        self._slow_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.fast.close()
+        self.slow.close()
+
+    def _run(self, wait: bool, body: Any) -> Any:
+        import sqlite3
+
+        lock, conn = (self._slow_lock, self.slow) if wait else (self._fast_lock, self.fast)
+        if not lock.acquire(blocking=wait):
+            raise Busy()
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if not wait and "locked" in str(exc):
+                    raise Busy() from None
+                raise
+            try:
+                result = body(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            lock.release()
+
+    def reserve(self, key_hash: str, amount: float, ttl_s: float, wait: bool) -> str:
+        now = time.time()
+
+        def body(conn: Any) -> str:
+            row = conn.execute(
+                "SELECT key_alias, spend, max_budget, (SELECT COALESCE(SUM(amount), 0.0) "
+                "FROM key_reservations WHERE key_hash = ? AND expires_at > ?) "
+                "FROM virtual_keys WHERE key_hash = ?", (key_hash, now, key_hash)).fetchone()
+            if row is None:
+                raise _unknown(key_hash)
+            alias, spend, max_budget, held = row
+            if max_budget is not None and spend + held + amount > max_budget:
+                key = VirtualKey(key_hash, alias, max_budget=max_budget, spend=spend)
+                raise _over_budget(key, spend, held, amount)
+            rid = uuid.uuid4().hex
+            conn.execute("INSERT INTO key_reservations (id, key_hash, amount, created_at, "
+                         "expires_at) VALUES (?, ?, ?, ?, ?)",
+                         (rid, key_hash, amount, now, now + ttl_s))
+            return rid
+
+        return str(self._run(wait, body))
+
+    def settle(self, key_hash: str, reservation: str | None, cost: float, wait: bool) -> float:
+        def body(conn: Any) -> float:
+            if reservation is not None:
+                conn.execute("DELETE FROM key_reservations WHERE id = ?", (reservation,))
+            row = conn.execute("UPDATE virtual_keys SET spend = spend + ?, requests = "
+                               "requests + 1 WHERE key_hash = ? RETURNING spend",
+                               (cost, key_hash)).fetchone()
+            return float(row[0]) if row else 0.0
+
+        return float(self._run(wait, body))
 
 
 def _from_row(row: Any) -> VirtualKey:
@@ -496,10 +612,13 @@ class Charge:
             return
         from starlette.concurrency import run_in_threadpool
 
+        store, args = self.store, (self.key.key_hash, max(worst_case_usd, 0.0),
+                                   ttl_s + RESERVATION_SLACK_S)
         try:
-            self.reservation = await run_in_threadpool(
-                self.store.reserve, self.key.key_hash, max(worst_case_usd, 0.0),
-                ttl_s + RESERVATION_SLACK_S)
+            try:
+                self.reservation = store.reserve(*args, wait=False)
+            except Busy:
+                self.reservation = await run_in_threadpool(store.reserve, *args)
         except BudgetExceeded as exc:
             spend = exc.extra.get("spend")
             if isinstance(spend, float):
@@ -517,8 +636,11 @@ class Charge:
             return
         from starlette.concurrency import run_in_threadpool
 
-        spend = await run_in_threadpool(self.store.settle, self.key.key_hash, self.reservation,
-                                        cost)
+        args = (self.key.key_hash, self.reservation, cost)
+        try:
+            spend = self.store.settle(*args, wait=False)
+        except Busy:
+            spend = await run_in_threadpool(self.store.settle, *args)
         self.gate.spent(self.key, spend)
 
     @property

@@ -13,21 +13,26 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
+from router.api.jsonbody import JSONRoute, json_int
 from router.errors import BadRequest, Conflict
 from router.keys import KEY_PREFIX, KeyGate, KeyStore, hash_key, parse_duration
 
-__all__ = ["DeleteBody", "GenerateBody", "UpdateBody", "router"]
+__all__ = ["DeleteBody", "GenerateBody", "UpdateBody", "key_fields", "router", "token_of"]
 
-router = APIRouter(tags=["keys"])
+router = APIRouter(tags=["keys"], route_class=JSONRoute)
 
 Area = Literal["chat", "tab", "feedback", "apply", "edit", "retrieval"]
 _TOKEN = re.compile(r"^[0-9a-f]{64}$")
+#: A key or its token, and a duration, as the schema says; validated by hand (``token_of``,
+#: ``router.keys.parse_duration``) so a mistake's 400 says what to write.
+KEY_OR_TOKEN = r"^(sk-cmp-[A-Za-z0-9_-]+|[0-9a-f]{64})$"
+DURATION = r"^[1-9][0-9]{0,8}[smhd]$"
 
 
 class _Limits(BaseModel):
@@ -35,15 +40,18 @@ class _Limits(BaseModel):
     key_name: str | None = Field(None, max_length=200, description="A name for people.")
     max_budget: float | None = Field(None, ge=0, description="USD the key may spend in all; "
                                      "null: no limit.")
-    rpm_limit: int | None = Field(None, ge=1, description="Requests per minute (Tab's too).")
-    tpm_limit: int | None = Field(None, ge=1, description="Tokens per minute (chat's usage).")
+    rpm_limit: json_int(ge=1, le=2**53 - 1) | None = Field(  # type: ignore[valid-type]
+        None, description="Requests per minute (Tab's too).")
+    tpm_limit: json_int(ge=1, le=2**53 - 1) | None = Field(  # type: ignore[valid-type]
+        None, description="Tokens per minute (chat's usage).")
     allowed_routes: list[Area] | None = Field(
         None, description="The API areas the key may use (null: all but the admin ones).")
     models: list[str] | None = Field(
         None, description="The routes (chat's 'model', edit's 'route') it may use; null: all.")
     metadata: dict[str, Any] | None = Field(None, description="Anything, kept with the key.")
-    duration: str | None = Field(None, description="Valid for this long from now: '30s', "
-                                 "'15m', '12h', '30d'; null: no expiry.")
+    duration: str | None = Field(None, json_schema_extra={"pattern": DURATION},
+                                 description="Valid for this long from now: '30s', '15m', "
+                                             "'12h', '30d'; null: no expiry.")
 
 
 class GenerateBody(_Limits):
@@ -51,14 +59,15 @@ class GenerateBody(_Limits):
 
 
 class UpdateBody(_Limits):
-    key: str = Field(description="The key, or its token.")
+    key: str = Field(json_schema_extra={"pattern": KEY_OR_TOKEN},
+                     description="The key, or its token.")
     spend: float | None = Field(None, ge=0, description="Set the spend (a reset: 0).")
 
 
 class DeleteBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    keys: list[str] = Field(min_length=1, max_length=1000,
-                            description="Keys or tokens to revoke, all or none.")
+    keys: list[Annotated[str, Field(json_schema_extra={"pattern": KEY_OR_TOKEN})]] = Field(
+        min_length=1, max_length=1000, description="Keys or tokens to revoke, all or none.")
 
 
 def _gate(request: Request) -> tuple[KeyGate, KeyStore]:
@@ -70,8 +79,8 @@ def _gate(request: Request) -> tuple[KeyGate, KeyStore]:
     return gate, gate.store
 
 
-def _token(value: str, param: str = "key") -> str:
-    if value.startswith(KEY_PREFIX):
+def token_of(value: str, param: str = "key") -> str:
+    if value.startswith(KEY_PREFIX) and re.match(KEY_OR_TOKEN, value):
         return hash_key(value)
     if _TOKEN.match(value):
         return value
@@ -79,9 +88,9 @@ def _token(value: str, param: str = "key") -> str:
                      "(64 hex digits, as /key/generate and /key/info return)", param=param)
 
 
-def _fields(body: _Limits, request: Request) -> dict[str, Any]:
-    """The fields the body set (an explicit null clears a limit)."""
-    routes = request.app.state.config.routes
+def key_fields(body: _Limits, routes: Any) -> dict[str, Any]:
+    """The ``KeyStore`` fields the body set (an explicit null clears a limit); ``routes``:
+    the server's, which ``models`` must name."""
     given = body.model_fields_set - {"key", "duration"}
     fields = {name: getattr(body, name) for name in given}
     unknown = sorted(set(body.models or []) - set(routes))
@@ -101,17 +110,19 @@ def _fields(body: _Limits, request: Request) -> dict[str, Any]:
 async def generate(body: GenerateBody, request: Request) -> dict[str, Any]:
     """Issue a virtual key. Its text is in this answer only (``key``); keep it."""
     _, store = _gate(request)
-    key, record = await run_in_threadpool(lambda: store.create(**_fields(body, request)))
+    fields = key_fields(body, request.app.state.config.routes)
+    key, record = await run_in_threadpool(lambda: store.create(**fields))
     return {"key": key, **record.info()}
 
 
 @router.get("/key/info")
 async def info(request: Request, key: str = Query(
+        json_schema_extra={"pattern": KEY_OR_TOKEN},
         description="The key's token (or the key itself, which then shows in access logs)")
                ) -> dict[str, Any]:
     """A key's limits and spend (``held``: budget held by its requests in flight)."""
     _, store = _gate(request)
-    token = _token(key)
+    token = token_of(key)
     record = await run_in_threadpool(store.get, token)
     if record is None:
         from router.keys import _unknown
@@ -132,8 +143,8 @@ async def update(body: UpdateBody, request: Request) -> dict[str, Any]:
     """Change a key's limits, expiry (``duration`` from now), metadata or spend; applied
     to this server process at once, to others within ``server.key_cache_s``."""
     gate, store = _gate(request)
-    token = _token(body.key)
-    fields = _fields(body, request)
+    token = token_of(body.key)
+    fields = key_fields(body, request.app.state.config.routes)
     record = await run_in_threadpool(lambda: store.update(token, **fields))
     gate.forget(token)
     return record.info()
@@ -143,7 +154,7 @@ async def update(body: UpdateBody, request: Request) -> dict[str, Any]:
 async def delete(body: DeleteBody, request: Request) -> dict[str, Any]:
     """Revoke keys: refused from now on (their records and spend stay)."""
     gate, store = _gate(request)
-    tokens = [_token(k, "keys") for k in body.keys]
+    tokens = [token_of(k, "keys") for k in body.keys]
     revoked = await run_in_threadpool(store.revoke, tokens)
     for token in revoked:
         gate.forget(token)

@@ -352,3 +352,54 @@ def test_config_refuses_an_admin_key_that_is_also_an_inference_key() -> None:
         parse_config({"server": {"host": "0.0.0.0"}}, env={})
     # off loopback with an admin key only: inference is by virtual keys
     parse_config({"server": {"host": "0.0.0.0", "admin_keys": ["a"]}}, env={})
+
+
+# -- the store itself ----------------------------------------------------------------------------
+def test_the_loop_never_waits_for_a_held_sqlite_lock(tmp_path: Path) -> None:
+    """Reserve and settle on the event loop give way (Busy) while another writer holds the
+    database; the same call in a thread waits and then counts once."""
+    import sqlite3
+
+    from router.keys import Busy, KeyStore
+    from specialists.tab.events import EventStore, sqlite_url
+
+    events = EventStore(sqlite_url(tmp_path))
+    store = KeyStore(events.engine)
+    try:
+        _, record = store.create(max_budget=1.0)
+        rid = store.reserve(record.key_hash, 0.5, 60, wait=False)
+        with pytest.raises(Exception, match="would pass its max_budget"):
+            store.reserve(record.key_hash, 0.6, 60, wait=False)
+        other = sqlite3.connect(str(tmp_path / "events.sqlite3"), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(Busy):
+            store.settle(record.key_hash, rid, 0.25, wait=False)
+        done: list[float] = []
+        waiter = threading.Thread(target=lambda: done.append(
+            store.settle(record.key_hash, rid, 0.25)))
+        waiter.start()
+        time.sleep(0.2)
+        assert not done  # waiting for the lock
+        other.execute("COMMIT")
+        waiter.join(10)
+        assert done == [0.25] and store.held(record.key_hash) == 0.0
+        assert store.get(record.key_hash).requests == 1  # type: ignore[union-attr]
+    finally:
+        store.close()
+        events.close()
+
+
+def test_a_killed_servers_reservations_stop_counting(tmp_path: Path) -> None:
+    from router.keys import KeyStore
+    from specialists.tab.events import EventStore, sqlite_url
+
+    events = EventStore(sqlite_url(tmp_path))
+    store = KeyStore(events.engine)
+    _, record = store.create(max_budget=1.0)
+    store.reserve(record.key_hash, 0.9, ttl_s=0.1)
+    with pytest.raises(Exception, match="held by requests in flight"):
+        store.reserve(record.key_hash, 0.2, 60)
+    time.sleep(0.15)
+    store.reserve(record.key_hash, 0.2, 60)  # the first one expired
+    store.close()
+    events.close()
