@@ -21,9 +21,12 @@ the same server without any key for the latency baseline. This process is the cl
    settle (reserve + settle) transaction on SQLite, in µs a call.
 4. **Latency of the key checks at c = 1.** The same chat request, one at a time, to the
    server without keys and to the server with keys under: an inference key, a virtual key
-   with an rpm limit (memory only) and a virtual key with a budget (its worst case reserved
-   and its cost settled: two transactions); alternating rounds. Added p50 = a variant's p50
-   − the no-key server's p50.
+   without limits (its spend recorded: one transaction), one with an rpm limit (the same,
+   and the minute's window in memory) and one with a budget (its worst case reserved
+   and its cost settled: two transactions), request by request in rotating order, and a
+   block of as many to the no-key server. Added p50 = a variant's p50 − the no-key
+   server's p50; and against the inference key on the same process (the path before
+   virtual keys, measured request by request beside them).
 
     python benchmarks/keys.py [--clients 64] [--budget-requests 40] [--rpm 600]
         [--rpm-seconds 75] [--kills 3] [--latency-requests 300] [--rounds 3]
@@ -312,29 +315,45 @@ async def kill_run(servers: Servers, name: str, base: str, kills: int,
 
 # -- 4. latency of the key checks ---------------------------------------------------------
 async def latency_run(nokeys: str, base: str, n: int, rounds: int) -> dict[str, Any]:
+    plain_key = admin(base, "POST", "/key/generate", {"key_name": "latency-plain"})["key"]
     rpm_key = admin(base, "POST", "/key/generate", {"key_name": "latency-rpm",
                                                     "rpm_limit": 10 ** 8})["key"]
     budget_key = admin(base, "POST", "/key/generate", {"key_name": "latency-budget",
                                                        "max_budget": 10 ** 6})["key"]
     variants = {"no_keys": (nokeys, None), "inference_key": (base, INFER),
-                "virtual_rpm": (base, rpm_key), "virtual_budget": (base, budget_key)}
+                "virtual_plain": (base, plain_key), "virtual_rpm": (base, rpm_key),
+                "virtual_budget": (base, budget_key)}
     took: dict[str, list[float]] = {v: [] for v in variants}
+    names = list(variants)
     async with httpx.AsyncClient(timeout=60) as client:
+        async def one(name: str) -> float:
+            url, key = variants[name]
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            t0 = time.perf_counter()
+            r = await client.post(f"{url}{CHAT}", json=BODY, headers=headers)
+            if r.status_code != 200:
+                raise SystemExit(f"latency run {name}: {r.status_code} {r.text[:300]}")
+            return (time.perf_counter() - t0) * 1000
+
+        for name in names * 10:  # warm the connections and the key cache
+            await one(name)
+        keyed = names[1:]
         for rnd in range(rounds):
-            order = list(variants)[rnd % len(variants):] + list(variants)[:rnd % len(variants)]
-            for name in order:
-                url, key = variants[name]
-                headers = {"Authorization": f"Bearer {key}"} if key else {}
-                for _ in range(10):  # warm the connection and the key cache
-                    await client.post(f"{url}{CHAT}", json=BODY, headers=headers)
-                for _ in range(n):
-                    t0 = time.perf_counter()
-                    r = await client.post(f"{url}{CHAT}", json=BODY, headers=headers)
-                    took[name].append((time.perf_counter() - t0) * 1000)
-                    if r.status_code != 200:
-                        raise SystemExit(f"latency run {name}: {r.status_code} {r.text[:300]}")
+            # a block on each server, their order alternating; on the keyed server the
+            # variants interleave request by request, the order rotating (a server process
+            # left idle between requests answers slower: both blocks keep theirs busy)
+            for block in (("no_keys", "keyed") if rnd % 2 == 0 else ("keyed", "no_keys")):
+                for i in range(n):
+                    if block == "no_keys":
+                        took["no_keys"].append(await one("no_keys"))
+                        continue
+                    for name in keyed[i % len(keyed):] + keyed[:i % len(keyed)]:
+                        took[name].append(await one(name))
     p50 = {name: pct(v, 0.5) for name, v in took.items()}
+    base_p50 = p50["inference_key"]
     return {"requests_per_variant": n * rounds, "p50_ms": p50,
+            "added_p50_ms_vs_inference_key": {name: p50[name] - base_p50 for name in keyed
+                                              if name != "inference_key"},
             "p95_ms": {name: pct(v, 0.95) for name, v in took.items()},
             "added_p50_ms": {name: p50[name] - p50["no_keys"] for name in variants
                              if name != "no_keys"},
@@ -357,7 +376,8 @@ def main() -> None:
     parser.add_argument("--kill-clients", type=int, default=8, help="clients, part 3")
     parser.add_argument("--latency-requests", type=int, default=300,
                         help="requests per variant and round, part 4 (default 300)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds, part 4")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="part 4 sends requests x rounds requests per variant")
     parser.add_argument("--events-url", default="",
                         help="the keyed server's database (default: SQLite in a scratch dir)")
     parser.add_argument("--skip", default="", help="parts to leave out, e.g. rpm,kill")

@@ -356,6 +356,7 @@ class _SqliteSpending:
                                     check_same_thread=False)
         for conn, busy_ms in ((self.fast, 0), (self.slow, 30000)):
             conn.execute("PRAGMA synchronous=NORMAL")  # as the event store: a kill loses nothing
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the store's own thread checkpoints
             conn.execute(f"PRAGMA busy_timeout={busy_ms}")
         self._fast_lock = threading.Lock()
         self._slow_lock = threading.Lock()
