@@ -52,9 +52,9 @@ from router.errors import BudgetExceeded, Forbidden, NotFound, RateLimited, Unau
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["ADMIN", "ADMIN_PATHS", "AREAS", "INFERENCE", "KEY_PREFIX", "Busy", "Charge", "KeyGate",
-           "KeyStore", "VirtualKey", "charge_of", "hash_key", "is_admin_path", "new_key",
-           "parse_duration"]
+__all__ = ["ADMIN", "ADMIN_PATHS", "AREAS", "INFERENCE", "KEY_PREFIX", "Busy", "Charge",
+           "KeyGate", "KeyStore", "VirtualKey", "charge_of", "hash_key", "is_admin_path",
+           "new_key", "parse_duration", "unknown_key"]
 
 KEY_PREFIX = "sk-cmp-"
 #: Paths that change what others are served: the admin key's alone when the server has keys.
@@ -227,7 +227,7 @@ class KeyStore:
             done = conn.execute(update(self.keys).where(self.keys.c.key_hash == key_hash)
                                 .values(**values)).rowcount
         if not done:
-            raise _unknown(key_hash)
+            raise unknown_key(key_hash)
         found = self.get(key_hash)
         assert found is not None
         return found
@@ -242,7 +242,7 @@ class KeyStore:
             for h in hashes:
                 if not conn.execute(update(self.keys).where(self.keys.c.key_hash == h)
                                     .values(revoked_at=now, updated_at=now)).rowcount:
-                    raise _unknown(h)  # the transaction rolls back: all or none
+                    raise unknown_key(h)  # the transaction rolls back: all or none
         return hashes
 
     @staticmethod
@@ -280,7 +280,7 @@ class KeyStore:
             # key never both read the totals from before the other's.
             if not conn.execute(update(k).where(k.c.key_hash == key_hash)
                                 .values(updated_at=k.c.updated_at)).rowcount:
-                raise _unknown(key_hash)
+                raise unknown_key(key_hash)
             row = conn.execute(select(k).where(k.c.key_hash == key_hash)).first()
             conn.execute(delete(r).where(r.c.key_hash == key_hash, r.c.expires_at <= now))
             held = float(conn.execute(select(func.coalesce(func.sum(r.c.amount), 0.0))
@@ -397,7 +397,7 @@ class _SqliteSpending:
                 "FROM key_reservations WHERE key_hash = ? AND expires_at > ?) "
                 "FROM virtual_keys WHERE key_hash = ?", (key_hash, now, key_hash)).fetchone()
             if row is None:
-                raise _unknown(key_hash)
+                raise unknown_key(key_hash)
             alias, spend, max_budget, held = row
             if max_budget is not None and spend + held + amount > max_budget:
                 key = VirtualKey(key_hash, alias, max_budget=max_budget, spend=spend)
@@ -432,7 +432,7 @@ def _from_row(row: Any) -> VirtualKey:
                       models=_json_list(row.models), metadata=json.loads(row.key_metadata))
 
 
-def _unknown(key_hash: str) -> NotFound:
+def unknown_key(key_hash: str) -> NotFound:
     return NotFound(f"no key with token {key_hash[:12]}...; GET /key/list (or `complement "
                     "keys list`) shows the keys", param="key")
 

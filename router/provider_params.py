@@ -137,8 +137,10 @@ def provider_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()
 
 
 def _as_sent(name: str, value: Any) -> Any:
-    """An integer parameter that came as a whole float (``3.0``) goes on as ``3``."""
-    if isinstance(value, float) and value.is_integer() and \
+    """An integer parameter that came as a whole float (``3.0``) goes on as ``3``; one past
+    64 bits stays a float (JSON writers take no such int; the provider says what it makes of
+    it)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 and \
             PARAM_SCHEMAS.get(name, {}).get("type") == "integer":
         return int(value)
     return value

@@ -21,7 +21,14 @@ from starlette.concurrency import run_in_threadpool
 
 from router.api.jsonbody import JSONRoute, json_int
 from router.errors import BadRequest, Conflict
-from router.keys import KEY_PREFIX, KeyGate, KeyStore, hash_key, parse_duration
+from router.keys import (
+    KEY_PREFIX,
+    KeyGate,
+    KeyStore,
+    hash_key,
+    parse_duration,
+    unknown_key,
+)
 
 __all__ = ["DeleteBody", "GenerateBody", "UpdateBody", "key_fields", "router", "token_of"]
 
@@ -125,9 +132,7 @@ async def info(request: Request, key: str = Query(
     token = token_of(key)
     record = await run_in_threadpool(store.get, token)
     if record is None:
-        from router.keys import _unknown
-
-        raise _unknown(token)
+        raise unknown_key(token)
     return {**record.info(), "held": await run_in_threadpool(store.held, token)}
 
 
