@@ -403,3 +403,36 @@ def test_a_killed_servers_reservations_stop_counting(tmp_path: Path) -> None:
     store.reserve(record.key_hash, 0.2, 60)  # the first one expired
     store.close()
     events.close()
+
+
+def test_the_cli_manages_keys_in_the_database_and_through_the_server(
+        base: str, root: Path, tmp_path: Path, events_url: str,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import yaml
+
+    from router.cli import main
+
+    monkeypatch.setenv("COMPLEMENT_ADMIN_KEY", ADMIN)
+    assert main(["keys", "--server", base, "generate", "--max-budget", "2", "--name",
+                 "cli"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert created["key"].startswith("sk-cmp-") and created["max_budget"] == 2.0
+    assert main(["keys", "--server", base, "update", created["token"], "--rpm-limit", "7"]) == 0
+    assert json.loads(capsys.readouterr().out)["rpm_limit"] == 7
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"data_dir": str(root / "data"),
+                                      "events": {"url": events_url}}))
+    assert main(["keys", "-c", str(config), "list"]) == 0
+    table = capsys.readouterr().out
+    assert created["key_alias"] in table and "cli" in table and created["key"] not in table
+    assert main(["keys", "-c", str(config), "delete", created["token"]]) == 0
+    capsys.readouterr()
+    assert main(["keys", "--server", base, "info", created["token"]]) == 0
+    assert json.loads(capsys.readouterr().out)["revoked_at"] is not None
+    assert main(["keys", "-c", str(config), "generate", "--duration", "soon"]) == 2
+    assert "'30d'" in capsys.readouterr().err
+    monkeypatch.delenv("COMPLEMENT_ADMIN_KEY")
+    assert main(["keys", "--server", base, "list"]) == 2
+    assert "401" in capsys.readouterr().err
