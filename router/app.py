@@ -7,7 +7,6 @@ the registry (loading models in each specialist's ``setup``), so tests can pass 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import importlib
 import logging
 import os
@@ -33,6 +32,7 @@ from router.errors import (
     install_handlers,
 )
 from router.frontier import FrontierClient
+from router.keys import ADMIN, Charge, KeyGate, VirtualKey, is_admin_path
 from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
@@ -45,11 +45,13 @@ log = logging.getLogger(__name__)
 #: One module per endpoint group, each with an APIRouter named ``router``.
 AREA_ROUTERS = ("router.api.chat", "router.api.system", "router.api.feedback", "router.api.tab",
                 "router.api.apply", "router.api.retrieval", "router.api.edit",
-                "router.api.playground")
+                "router.api.playground", "router.api.keys")
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 _NO_KEYS = ("refusing to serve on {host} without API keys: off loopback every endpoint but "
-            "/healthz and /readyz needs one. Set COMPLEMENT_API_KEY (the default config reads "
-            "it into server.api_keys) or list keys under server.api_keys, or bind 127.0.0.1")
+            "/healthz and /readyz needs one, and the admin endpoints (deploy, canary, /key/*) "
+            "the admin key. Set COMPLEMENT_API_KEY and COMPLEMENT_ADMIN_KEY (the default "
+            "config reads them into server.api_keys and server.admin_keys) or list keys "
+            "there, or bind 127.0.0.1")
 
 
 async def _send_error(send: Send, exc: ComplementError) -> None:
@@ -121,7 +123,10 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class GuardMiddleware:
-    """What is checked before any endpoint code runs: the API key; on a server without
+    """What is checked before any endpoint code runs: the API key, and who it is
+    (``router.keys``: the admin key alone reaches the admin endpoints; a virtual key only
+    within its routes, budget and rates, its cost settled before its answer leaves); on a
+    server without
     keys, the ``Host`` and ``Origin`` headers (DNS rebinding, cross-site requests); a JSON
     content type on every state-changing request; the body's size, its stalls and its
     whole-body deadline.
@@ -143,11 +148,11 @@ class GuardMiddleware:
     defence (a page can neither read it nor send it cross-site), and any host name is
     answered, as a server behind a load balancer must be."""
 
-    def __init__(self, app: ASGIApp, api_keys: list[str], max_body_bytes: int,
+    def __init__(self, app: ASGIApp, keys: KeyGate, max_body_bytes: int,
                  body_timeout_s: float = 30.0, body_deadline_s: float = 60.0,
                  host: str = "127.0.0.1", allowed_hosts: list[str] | None = None) -> None:
         self.app = app
-        self.api_keys = [k.encode() for k in api_keys]
+        self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.body_deadline_s = body_deadline_s
@@ -158,19 +163,22 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if self.api_keys:
-            authorised = self._authorised(headers)
-            if scope["path"] not in OPEN_PATHS and not authorised:
-                await _send_error(send, Unauthorized(
-                    "missing or wrong API key: send 'Authorization: Bearer <key>' with a key "
-                    "listed under server.api_keys"))
-                return
+        state = scope.setdefault("state", {})
+        if self.keys.auth_on:
+            principal = await self.keys.identify(_bearer(headers))
+            authorised = principal is not None
+            if scope["path"] not in OPEN_PATHS:
+                refusal = self._refusal(scope, principal)
+                if refusal is not None:
+                    await _send_error(send, refusal)
+                    return
         else:
             refusal = self._cross_site(scope, headers)
             if refusal is not None:
                 await _send_error(send, refusal)
                 return
-            authorised = True  # no keys: loopback only, and the checks above passed
+            authorised, principal = True, ADMIN  # no keys: loopback only, checks above passed
+        state["complement_principal"] = principal
         scope.setdefault("state", {})["complement_authorised"] = authorised
         if scope["method"] in STATE_CHANGING and not _is_json(headers.get(b"content-type")) \
                 and self._takes(scope):
@@ -183,20 +191,57 @@ class GuardMiddleware:
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await _send_error(send, self._too_large())
             return
+        if isinstance(principal, VirtualKey) and scope["path"] not in OPEN_PATHS:
+            await self._charged(scope, principal, self._counting(receive), send)
+            return
         await self.app(scope, self._counting(receive), send)
+
+    def _refusal(self, scope: Scope, principal: Any) -> ComplementError | None:
+        """Why ``principal`` may not make this request (None: it may)."""
+        if principal is None:
+            return Unauthorized("missing or wrong API key: send 'Authorization: Bearer <key>' "
+                                "with a key listed under server.api_keys (or admin_keys), or "
+                                "a virtual key from POST /key/generate")
+        if is_admin_path(scope["path"]) and principal is not ADMIN:
+            has = "the admin key" if self.keys.admin_keys else \
+                "the admin key, which this server has none of: set COMPLEMENT_ADMIN_KEY or " \
+                "server.admin_keys"
+            return Forbidden(f"{scope['method']} {scope['path']} changes what others are "
+                             f"served or manages keys: it needs {has}; an inference key "
+                             "cannot", code="admin_only")
+        if isinstance(principal, VirtualKey):
+            try:
+                self.keys.admit(principal, _route_of(scope["path"]))
+            except ComplementError as exc:
+                return exc
+        return None
+
+    async def _charged(self, scope: Scope, key: VirtualKey, receive: Receive,
+                       send: Send) -> None:
+        """Serve a virtual key's request; its cost is settled (once) before the answer's
+        first byte, or — a stream — by the stream before its end (``Charge.deferred``)."""
+        state = scope["state"]
+        charge = state["complement_charge"] = Charge(self.keys, key)
+
+        async def settle() -> None:
+            await charge.settle(state.get("complement_cost_usd"),
+                                int(state.get("complement_tokens") or 0))
+
+        async def settling(message: Message) -> None:
+            if message["type"] == "http.response.start" and not charge.deferred:
+                await settle()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, settling)
+        finally:
+            await settle()
 
     def _takes(self, scope: Scope) -> bool:
         """Does a route take this method on this path? One that does not is answered by
         routing (405 with ``Allow``), not 415: the method is the mistake to name."""
         methods = _route_methods(scope.get("app")).get(scope["path"])
         return methods is None or scope["method"] in methods
-
-    def _authorised(self, headers: dict[bytes, bytes]) -> bool:
-        header = headers.get(b"authorization", b"")
-        scheme, _, token = header.partition(b" ")
-        if scheme.lower() != b"bearer":
-            return False
-        return any(hmac.compare_digest(token.strip(), key) for key in self.api_keys)
 
     def _cross_site(self, scope: Scope, headers: dict[bytes, bytes]) -> ComplementError | None:
         """Why a request to a server without keys is refused (a foreign ``Host`` or
@@ -260,6 +305,12 @@ class GuardMiddleware:
             return message
 
         return wrapped
+
+
+def _bearer(headers: dict[bytes, bytes]) -> bytes:
+    """The token of ``Authorization: Bearer <token>`` (empty when there is none)."""
+    scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
+    return token.strip() if scheme.lower() == b"bearer" else b""
 
 
 def _host_name(host: str) -> str:
@@ -412,6 +463,11 @@ def create_app(config: Config, *, registry: Registry | None = None,
 
         app.state.events = await run_in_threadpool(
             lambda: EventStore(config.events_url(), **config.events.store_options()))
+        from router.keys import KeyStore
+        from router.metrics import KeyMetrics
+
+        app.state.keys.store = KeyStore(app.state.events.engine)
+        app.state.metrics.registry.register(KeyMetrics(app.state.keys))
         app.state.tab_writer = ActionWriter(app.state.events)  # /v1/tab's rows, group-committed
         from router.metrics import EventMetrics
 
@@ -432,6 +488,7 @@ def create_app(config: Config, *, registry: Registry | None = None,
             await app.state.frontier.aclose()
             await run_in_threadpool(reg.close_all)
             await run_in_threadpool(app.state.tab_writer.close)
+            app.state.keys.store.close()
             app.state.events.close()
 
     app = FastAPI(title="complement", version="0.1.0", lifespan=lifespan,
@@ -444,12 +501,14 @@ def create_app(config: Config, *, registry: Registry | None = None,
     from router.openapi import install as install_openapi
 
     install_openapi(app)  # /openapi.json: the contract the server keeps (router.openapi)
-    if not config.server.api_keys and not is_loopback(config.server.host):
+    app.state.keys = KeyGate(config.server.admin_keys, config.server.api_keys,
+                             cache_s=config.server.key_cache_s)
+    if not app.state.keys.auth_on and not is_loopback(config.server.host):
         raise ComplementError(_NO_KEYS.format(host=config.server.host))
     from router.api.tab import TabFastLane
 
     app.add_middleware(TabFastLane)  # innermost: inside the guard and the headers
-    app.add_middleware(GuardMiddleware, api_keys=config.server.api_keys,
+    app.add_middleware(GuardMiddleware, keys=app.state.keys,
                        max_body_bytes=config.server.max_body_bytes,
                        body_timeout_s=config.server.body_timeout_s,
                        body_deadline_s=config.server.body_deadline_s,

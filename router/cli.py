@@ -21,7 +21,7 @@ __all__ = ["build_parser", "main"]
 #: Areas that add subcommands through ``register(subparsers)``.
 AREA_CLIS = ("router.commands.apply", "router.commands.tab", "router.commands.retrieval",
              "router.commands.loop", "router.commands.edit", "router.commands.lsp",
-             "router.commands.demo", "router.commands.audit")
+             "router.commands.demo", "router.commands.audit", "router.commands.keys")
 
 
 def _positive_int(text: str) -> int:

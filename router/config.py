@@ -52,7 +52,14 @@ class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     api_keys: list[str] = Field(default_factory=list)
-    """Accepted bearer tokens. Empty means no auth, which is allowed on loopback only."""
+    """Inference keys: accepted bearer tokens for every endpoint but the admin ones. With
+    no keys at all (these and ``admin_keys``) there is no auth, on loopback only."""
+    admin_keys: list[str] = Field(default_factory=list)
+    """Admin keys (``COMPLEMENT_ADMIN_KEY``): the only keys for deploy, rollback, canary and
+    key management (``/key/*``), and the ones that issue virtual keys (issue 37)."""
+    key_cache_s: float = Field(1.0, ge=0)
+    """How long a server process trusts its cached copy of a virtual key (its limits,
+    spend, revocation) made by another process; its own changes apply at once."""
     max_body_bytes: int = Field(4 * 1024 * 1024, gt=0)
     body_timeout_s: float = Field(30.0, gt=0)
     """How long a request body may stall (no bytes at all) before the answer is 408: a
@@ -78,17 +85,24 @@ class ServerConfig(_Strict):
     def _keys_off_loopback(self) -> "ServerConfig":
         keys = [k for k in self.api_keys if k]
         self.api_keys = keys
+        self.admin_keys = [k for k in self.admin_keys if k]
+        if set(self.admin_keys) & set(keys):
+            raise ValueError(
+                "server.admin_keys and server.api_keys share a key: the admin key deploys and "
+                "manages keys, so it must differ from every inference key; make a new one "
+                "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
         if not self.host.strip():
             raise ValueError(
                 "server.host is empty, which binds every interface (issue 41, F2): name the "
                 "interface: 127.0.0.1 for this machine only, or 0.0.0.0 for every interface "
                 "with API keys (COMPLEMENT_API_KEY or server.api_keys)")
-        if not keys and not is_loopback(self.host):
+        if not keys and not self.admin_keys and not is_loopback(self.host):
             raise ValueError(
-                f"server.api_keys is empty but server.host is {self.host!r}: off loopback "
-                "every endpoint but /healthz and /readyz needs an API key. Set "
-                "COMPLEMENT_API_KEY (the default config reads it) or list keys under "
-                "server.api_keys, or bind 127.0.0.1"
+                f"server.api_keys is empty (so is server.admin_keys) but server.host is "
+                f"{self.host!r}: off loopback every endpoint but /healthz and /readyz needs "
+                "an API key, and the admin endpoints (deploy, canary, /key/*) the admin key. Set "
+                "COMPLEMENT_API_KEY and COMPLEMENT_ADMIN_KEY (the default config reads them) "
+                "or list keys under server.api_keys / server.admin_keys, or bind 127.0.0.1"
             )
         return self
 

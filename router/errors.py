@@ -14,7 +14,8 @@
     ├── Conflict                         409 conflict_error
     ├── Unavailable                      503 service_unavailable (Retry-After: loading)
     │   └── FrontierNotConfigured        503 (names the variable or key to set)
-    ├── BudgetExceeded                   402 budget_exceeded
+    ├── BudgetExceeded                   402 budget_exceeded (a route's, or a key's)
+    ├── RateLimited                      429 rate_limit_error (a key's rpm/tpm; Retry-After)
     └── FrontierError                    502 upstream_error
         ├── FrontierRateLimited          429 rate_limit_error
         ├── FrontierTimeout              504 timeout_error
@@ -67,6 +68,7 @@ __all__ = [
     "FrontierTimeout",
     "NotFound",
     "PayloadTooLarge",
+    "RateLimited",
     "RequestTimeout",
     "Unauthorized",
     "Unavailable",
@@ -178,6 +180,15 @@ class FrontierNotConfigured(Unavailable):
 class BudgetExceeded(ComplementError):
     status_code = 402
     error_type = "budget_exceeded"
+
+
+class RateLimited(ComplementError):
+    """A virtual key over its requests or tokens per minute (``router.keys``): come back
+    in ``retry_after_s``."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+    retry_after_s: int | None = 60
 
 
 class FrontierError(ComplementError):
@@ -362,7 +373,7 @@ def decode_error(err: dict[str, Any], body: Any) -> BadRequest:
 def error_response(exc: ComplementError, headers: Mapping[str, str] | None = None) -> Any:
     """``exc`` as a JSON response in OpenAI's error shape, with ``headers``. A 408 or 413
     closes the connection: the rest of that request's body is not going to be read; a 503
-    says when to retry."""
+    or a key's 429 says when to retry."""
     from fastapi.responses import JSONResponse
 
     out = dict(headers or {})
@@ -371,6 +382,6 @@ def error_response(exc: ComplementError, headers: Mapping[str, str] | None = Non
     if exc.status_code in (408, 413):
         out["Connection"] = "close"
     retry_after = getattr(exc, "retry_after_s", None)
-    if exc.status_code == 503 and retry_after is not None:
+    if exc.status_code in (429, 503) and retry_after is not None:
         out["Retry-After"] = str(retry_after)
     return JSONResponse(exc.to_openai(), status_code=exc.status_code, headers=out or None)

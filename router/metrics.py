@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EventMetrics", "Metrics"]
+__all__ = ["EventMetrics", "KeyMetrics", "Metrics"]
 
 
 class Metrics:
@@ -79,3 +79,43 @@ class EventMetrics:
         if turnaround is not None:
             yield GaugeMetricFamily("complement_loop_last_turnaround_seconds",
                                     "The last loop turn, collect to swap", value=turnaround)
+
+
+class KeyMetrics:
+    """Each virtual key's spend and limits, read from the database at scrape time, and the
+    requests this process admitted with it (issue 37). Labelled by the key's alias and
+    name, never the key."""
+
+    def __init__(self, gate: Any) -> None:
+        self.gate = gate
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        store = self.gate.store
+        if store is None or not self.gate.admin_keys:
+            return
+        labels = ["key", "name"]
+        spend = GaugeMetricFamily("complement_key_spend_usd", "Spend per virtual key (USD)",
+                                  labels=labels)
+        budget = GaugeMetricFamily("complement_key_max_budget_usd",
+                                   "max_budget per virtual key (absent: none)", labels=labels)
+        rpm = GaugeMetricFamily("complement_key_rpm_limit", "rpm_limit per virtual key",
+                                labels=labels)
+        tpm = GaugeMetricFamily("complement_key_tpm_limit", "tpm_limit per virtual key",
+                                labels=labels)
+        revoked = GaugeMetricFamily("complement_key_revoked", "1 when the key is revoked",
+                                    labels=labels)
+        served = CounterMetricFamily("complement_key_requests",
+                                     "Requests admitted per virtual key by this process",
+                                     labels=labels)
+        for key in store.all():
+            names = [key.key_alias, key.key_name or ""]
+            spend.add_metric(names, key.spend)
+            revoked.add_metric(names, 1.0 if key.revoked_at is not None else 0.0)
+            served.add_metric(names, self.gate.served.get(key.key_hash, 0))
+            for family, value in ((budget, key.max_budget), (rpm, key.rpm_limit),
+                                  (tpm, key.tpm_limit)):
+                if value is not None:
+                    family.add_metric(names, float(value))
+        yield from (spend, budget, rpm, tpm, revoked, served)

@@ -38,9 +38,12 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 _STATUS_TEXT = {
     400: "The request is malformed or a field is out of bounds: the message names the field.",
-    401: "Missing or wrong API key (only when the server has keys).",
-    402: "The route's budget would be exceeded.",
-    403: "A path outside the allowed roots, or an action the config does not allow.",
+    401: "Missing or wrong API key, or a revoked or expired virtual key (only when the "
+         "server has keys).",
+    402: "The route's budget, or the virtual key's max_budget, would be exceeded: the "
+         "message names which and the amounts.",
+    403: "A path outside the allowed roots, an action the config does not allow, an admin "
+         "endpoint without the admin key, or a route the virtual key may not use.",
     404: "What the request names (a route, an id, a version, a directory) does not exist.",
     408: "The request body stalled (server.body_timeout_s) or was not whole by "
          "server.body_deadline_s.",
@@ -48,7 +51,8 @@ _STATUS_TEXT = {
     413: "The request body is over server.max_body_bytes, or (apply, edit) more files or "
          "file text than server.max_files_per_request / max_text_bytes_per_request.",
     415: "A POST without 'Content-Type: application/json' (a body-less one too).",
-    429: "The frontier provider is rate limiting.",
+    429: "The frontier provider is rate limiting, or the virtual key is over its rpm_limit "
+         "or tpm_limit (Retry-After says when to come back).",
     499: "The client closed the connection before its request was whole.",
     502: "The frontier provider failed.",
     503: "Not ready yet (a specialist still loading; Retry-After says when to come back), "
@@ -61,6 +65,10 @@ _NO_BODY = (401,)
 _NO_BODY_POST = (401, 415)
 """A POST without a body still needs the JSON content type (a form POST is refused)."""
 _FRONTIER = (402, 429, 502, 503, 504)
+_KEYED = (402, 403, 429)
+"""What a virtual key's limits answer, on any endpoint that needs a key (``router.keys``)."""
+_ADMIN = (403, 409)
+"""Key management: the admin key's alone (403), on a server that has one (409)."""
 #: (method, path) → the error statuses it answers, besides 200.
 _ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/chat/completions"): _BODY + (404,) + _FRONTIER,
@@ -80,7 +88,14 @@ _ERRORS: dict[tuple[str, str], tuple[int, ...]] = {
     ("post", "/v1/retrieve"): _BODY + (403, 404, 409, 503),
     ("post", "/v1/edit"): _BODY + (403, 404, 409) + _FRONTIER,
     ("get", "/v1/dashboard"): _NO_BODY,
+    ("post", "/key/generate"): _BODY + _ADMIN,
+    ("get", "/key/info"): (400,) + _NO_BODY + (404,) + _ADMIN,
+    ("get", "/key/list"): _NO_BODY + _ADMIN,
+    ("post", "/key/update"): _BODY + (404,) + _ADMIN,
+    ("post", "/key/delete"): _BODY + (404,) + _ADMIN,
 }
+#: Operations no key is needed for (the rest may answer a virtual key's 402, 403, 429).
+_OPEN = {("get", "/healthz"), ("get", "/readyz")}
 
 #: (source method, path, status) → links from its answer: name → (target method, path,
 #: request body with runtime expressions, whether to merge it into a generated body).
@@ -148,7 +163,10 @@ def _static_schema(app: Any) -> dict[str, Any]:
         for method, op in ops.items():
             responses = op.setdefault("responses", {})
             responses.pop("422", None)
-            for status in _ERRORS.get((method, path), _BODY if "requestBody" in op else ()):
+            statuses = set(_ERRORS.get((method, path), _BODY if "requestBody" in op else ()))
+            if (method, path) not in _OPEN:
+                statuses |= set(_KEYED)
+            for status in sorted(statuses):
                 responses[str(status)] = _error_response(status)
             for name, (t_method, t_path, body, merge) in _LINKS.get((method, path), {}).items():
                 link: dict[str, Any] = {"operationId": ids[(t_method, t_path)],
@@ -192,7 +210,7 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
 def _error_response(status: int) -> dict[str, Any]:
     out: dict[str, Any] = {"description": _STATUS_TEXT[status], "content": {
         "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-    if status == 503:
+    if status in (429, 503):
         out["headers"] = {"Retry-After": {
             "description": "Seconds to wait before retrying (absent when no wait helps).",
             "schema": {"type": "string"}}}

@@ -76,6 +76,8 @@ def _matches(value: Any, schema: Mapping[str, Any]) -> bool:
     kind = schema["type"]
     if isinstance(value, bool) and kind != "boolean":
         return False  # JSON's true is not a number
+    if kind == "integer" and isinstance(value, float) and value.is_integer():
+        return True  # JSON Schema's integer: 3.0 is one (and orjson reads past 64 bits so)
     if not isinstance(value, _PY_TYPES[kind]):
         return False
     if kind == "array":
@@ -138,4 +140,14 @@ def provider_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()
     """``params`` less every field that is not an allowed model parameter (connection fields
     never pass, whatever the config allows)."""
     allowed = (MODEL_PARAMS | set(extra_allowed)) - CONNECTION_PARAMS
-    return {k: v for k, v in params.items() if k in allowed}
+    return {k: _as_sent(k, v) for k, v in params.items() if k in allowed}
+
+
+def _as_sent(name: str, value: Any) -> Any:
+    """An integer parameter that came as a whole float (``3.0``) goes on as ``3``; one past
+    64 bits stays a float (JSON writers take no such int; the provider says what it makes of
+    it)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63 and \
+            PARAM_SCHEMAS.get(name, {}).get("type") == "integer":
+        return int(value)
+    return value

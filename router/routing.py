@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from router.registry import Registry
 
 __all__ = ["POLICIES", "Attempt", "CascadePolicy", "FixedPolicy", "LearnedPolicy",
-           "RouteOutcome", "Router"]
+           "RouteOutcome", "Router", "estimate_usd"]
 
 DEFAULT_OUTPUT_TOKENS = 512
 """Output tokens assumed for a budget check when the request sets no max_tokens."""
@@ -110,12 +110,36 @@ class Router:
             return f"failed to load: {self.registry.errors[target]}"
         return None
 
+    def worst_case_usd(self, route: str, messages: list[dict[str, Any]],
+                       params: dict[str, Any]) -> float:
+        """What one request on ``route`` can cost at most: every frontier target tried
+        (fallbacks, escalations) at the prompt's estimate and the output tokens asked for
+        (a virtual key's budget holds this much while the request runs: ``router.keys``)."""
+        return sum(estimate_usd(self.frontier, target, messages, params) or 0.0
+                   for target in self.routes[route].targets)
+
     async def run(self, route: str, messages: list[dict[str, Any]], params: dict[str, Any],
                   stream: bool = False) -> RouteOutcome:
         cfg = self.routes[route]
         deadline = time.monotonic() + cfg.budget.latency_s if cfg.budget.latency_s else None
         request = _Request(route, messages, params, stream, deadline)
         return await self.policies[route].run(request)
+
+
+def estimate_usd(frontier: "FrontierClient", target: str, messages: list[dict[str, Any]],
+                 params: dict[str, Any]) -> float | None:
+    """The worst-case cost of one call to ``target`` (None: not a frontier model, or one
+    without prices): the prompt at a token per 4 characters (+8), and every output token
+    asked for (``max_tokens``, else ``DEFAULT_OUTPUT_TOKENS``)."""
+    if target not in frontier.models:
+        return None
+    prices = frontier.cost_per_token(target)
+    if prices is None:
+        return None
+    prompt_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4 + 8
+    out_tokens = int(params.get("max_tokens") or params.get("max_completion_tokens")
+                     or DEFAULT_OUTPUT_TOKENS)
+    return float(prompt_tokens * prices[0] + out_tokens * prices[1])
 
 
 class _Policy:
@@ -158,15 +182,11 @@ class _Policy:
 
     def _over_budget(self, target: str, req: _Request) -> str | None:
         limit = self.cfg.budget.max_cost_usd
-        if limit is None or target not in self.router.frontier.models:
+        if limit is None:
             return None
-        prices = self.router.frontier.cost_per_token(target)
-        if prices is None:
+        estimate = estimate_usd(self.router.frontier, target, req.messages, req.params)
+        if estimate is None:
             return None
-        prompt_tokens = sum(len(str(m.get("content") or "")) for m in req.messages) // 4 + 8
-        out_tokens = int(req.params.get("max_tokens") or req.params.get(
-            "max_completion_tokens") or DEFAULT_OUTPUT_TOKENS)
-        estimate = prompt_tokens * prices[0] + out_tokens * prices[1]
         if req.spent + estimate > limit:
             return (f"worst-case cost ${estimate:.6f} (+${req.spent:.6f} spent) exceeds the "
                     f"route budget ${limit:.6f}")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from router.api.jsonbody import json_int
 from router.errors import BadRequest, ComplementError, UnknownRoute, decode_error, invalid_body
 from router.frontier import translate
+from router.keys import charge_of
 from router.provider_params import check_request_params
 from router.routing import RouteOutcome
 
@@ -142,6 +143,11 @@ async def chat_completions(request: Request) -> Response:
                    if getattr(chat, name) is not None})
     check_request_params(params, state.config.frontier.allowed_params)  # issue 41, F1
     wants_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+    charge = charge_of(request)
+    if charge is not None:  # a virtual key: its routes, and its budget's worst case held
+        charge.allow_route(chat.model)
+        await charge.reserve(state.router.worst_case_usd(chat.model, messages, params),
+                             state.config.routes[chat.model].budget.latency_s or 600.0)
     try:
         out = await state.router.run(chat.model, messages, params, stream=chat.stream)
     except ComplementError as exc:
@@ -149,12 +155,16 @@ async def chat_completions(request: Request) -> Response:
                               time.monotonic() - started, None)
         raise
     if chat.stream:
+        if charge is not None:
+            charge.deferred = True  # settled by the stream, before its end
         headers = _route_headers(out, None)
         return StreamingResponse(_sse(request, out, started, wants_usage),
                                  media_type="text/event-stream", headers=headers)
     latency = time.monotonic() - started
     body = _completion_body(out)
     body["complement"] = _complement_field(request, out, latency)
+    request.state.complement_cost_usd = out.cost_usd  # the key's charge (router.keys)
+    request.state.complement_tokens = int((body.get("usage") or {}).get("total_tokens") or 0)
     state.metrics.observe(out.route, out.target, 200, latency, out.cost_usd, out.trace)
     return Response(orjson.dumps(body), media_type="application/json",
                     headers=_route_headers(out, latency))
@@ -213,6 +223,9 @@ async def _sse(request: Request, out: RouteOutcome, started: float,
             out.cost_usd = (out.cost_usd or 0.0) + (state.router.frontier.cost_usd(
                 out.target, usage.get("prompt_tokens", 0),
                 usage.get("completion_tokens", 0)) or 0.0)
+    charge = charge_of(request)
+    if charge is not None:  # before the summary: a client that saw the end was charged
+        await charge.settle(out.cost_usd, int(usage.get("total_tokens") or 0))
     latency = time.monotonic() - started
     yield _event({"id": "complement-summary", "object": "chat.completion.chunk",
                   "created": int(time.time()), "model": out.target, "choices": [],

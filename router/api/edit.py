@@ -98,6 +98,29 @@ def pipeline_for(app_state: Any, route: str, repo: Path | None, applier: Special
                         allowed_roots=config.workspace.roots())
 
 
+#: Frontier calls one edit may make per target (a sketch, then its retries and fallbacks).
+EDIT_CALLS_PER_TARGET = 3
+EDIT_OUTPUT_TOKENS = 8192
+
+
+async def _reserve(request: Request, body: EditBody) -> None:
+    """A virtual key's check of the route, and its budget's hold on the edit's worst case."""
+    from router.keys import charge_of
+    from router.routing import estimate_usd
+
+    charge = charge_of(request)
+    if charge is None:
+        return
+    charge.allow_route(body.route)
+    state = request.app.state
+    prompt = [{"content": body.instruction}, *({"content": t} for t in body.texts.values())]
+    worst = sum(estimate_usd(state.frontier, target, prompt,
+                             {"max_tokens": EDIT_OUTPUT_TOKENS}) or 0.0
+                for target in state.config.routes[body.route].targets)
+    await charge.reserve(worst * EDIT_CALLS_PER_TARGET,
+                         state.config.routes[body.route].budget.latency_s or 600.0)
+
+
 def _install_replay(app_state: Any) -> None:
     from router.replay import ReplayStore, install
 
@@ -126,6 +149,7 @@ async def edit(body: EditBody, request: Request,
     config = request.app.state.config
     repo = resolve_repo(body.repo, config.workspace.roots()) if body.repo else None
     pipeline = pipeline_for(request.app.state, body.route, repo, applier)
+    await _reserve(request, body)
     # only a configured route: the name goes into a header and a metrics label
     request.state.complement_route = body.route
     req = EditRequest(instruction=body.instruction, repo=str(repo) if repo else None,

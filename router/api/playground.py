@@ -5,7 +5,7 @@ vendored as one file, no build step for users) has an editor with Tab ghost text
 pane, a retrieve pane and the dashboard. Everything the dashboard draws comes from
 ``/v1/dashboard`` as JSON: requests, latency histograms, cost and escalations per route and
 model (the same registry ``/metrics`` renders), accept/show rate and reward per Tab policy
-version (the event store), and the deploy log.
+version (the event store), the deploy log, and each virtual key's spend and limits.
 """
 
 from __future__ import annotations
@@ -56,10 +56,13 @@ async def dashboard(request: Request) -> dict[str, Any]:
     """What the dashboard draws, as JSON."""
     from starlette.concurrency import run_in_threadpool
 
-    return await run_in_threadpool(dashboard_data, request.app.state)
+    principal = getattr(request.state, "complement_principal", None)
+    return await run_in_threadpool(dashboard_data, request.app.state, principal)
 
 
-def dashboard_data(state: Any) -> dict[str, Any]:
+def dashboard_data(state: Any, principal: Any = None) -> dict[str, Any]:
+    """``principal`` (``router.keys``): the admin (or a server without keys) sees every
+    virtual key's spend and limits, a virtual key its own, an inference key none."""
     routes = _routes(state.metrics.registry)
     events = getattr(state, "events", None)
     tab: dict[str, Any] = {"versions": [], "kinds": [], "deploys": [], "pending_feedback": 0}
@@ -70,7 +73,21 @@ def dashboard_data(state: Any) -> dict[str, Any]:
     spec = registry.find("tab") if registry is not None else None
     tab["deployed"] = spec.version if spec is not None else None
     return {"routes": routes, "tab": tab, "evals": eval_reports(eval_dir()),
-            "eval_dir": str(eval_dir())}
+            "eval_dir": str(eval_dir()), "keys": _keys(state, principal)}
+
+
+def _keys(state: Any, principal: Any) -> list[dict[str, Any]]:
+    from router.keys import ADMIN, VirtualKey
+
+    gate = getattr(state, "keys", None)
+    if gate is None or gate.store is None or not gate.admin_keys:
+        return []
+    if principal == ADMIN:
+        return [k.info() for k in gate.store.all()]
+    if isinstance(principal, VirtualKey):
+        own = gate.store.get(principal.key_hash)
+        return [own.info()] if own is not None else []
+    return []
 
 
 def eval_dir() -> Path:

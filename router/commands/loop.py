@@ -138,11 +138,15 @@ def _server_url(ns: argparse.Namespace, config: Any) -> str:
 
 
 def _api_key(ns: argparse.Namespace, config: Any) -> str | None:
-    """``--api-key``, else ``COMPLEMENT_API_KEY``, else the config's first key."""
+    """``--api-key``, else the admin key (deploys are the admin's: issue 37) from
+    ``COMPLEMENT_ADMIN_KEY`` or the config, else ``COMPLEMENT_API_KEY`` or the config's
+    first inference key (a server without an admin key)."""
     import os
 
+    admin = [k for k in config.server.admin_keys if k]
     keys = [k for k in config.server.api_keys if k]
-    return ns.api_key or os.environ.get("COMPLEMENT_API_KEY") or (keys[0] if keys else None)
+    return (ns.api_key or os.environ.get("COMPLEMENT_ADMIN_KEY") or (admin[0] if admin else None)
+            or os.environ.get("COMPLEMENT_API_KEY") or (keys[0] if keys else None))
 
 
 class _ServerError(Exception):

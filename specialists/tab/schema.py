@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, Column, Float, Integer, MetaData, String, Table, Text
 
-__all__ = ["actions", "deploys", "metadata", "outcomes"]
+__all__ = ["actions", "deploys", "key_reservations", "metadata", "outcomes", "virtual_keys"]
 
 metadata = MetaData()
 
@@ -48,3 +48,36 @@ deploys = Table(
     Column("version", String(64), nullable=False),
     Column("event", String(32), nullable=False),
     Column("detail", Text, nullable=False))
+
+virtual_keys = Table(
+    "virtual_keys", metadata,
+    Column("key_hash", String(64), primary_key=True),
+    Column("key_alias", String(32), nullable=False),
+    Column("key_name", String(200)),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("expires_at", Float),
+    Column("revoked_at", Float),
+    Column("max_budget", Float),
+    Column("spend", Float, nullable=False),
+    Column("requests", Integer, nullable=False),
+    Column("rpm_limit", Integer),
+    Column("tpm_limit", Integer),
+    Column("allowed_routes", Text),
+    Column("models", Text),
+    Column("key_metadata", Text, nullable=False))
+"""The router's virtual keys (issue 37): a key is stored only as the SHA-256 of its text
+(``key_hash``); ``key_alias`` is its first and last characters, to tell keys apart.
+``spend`` (USD) is the settled cost of every request made with it; ``allowed_routes`` and
+``models`` are JSON lists (NULL: any)."""
+
+key_reservations = Table(
+    "key_reservations", metadata,
+    Column("id", String(64), primary_key=True),
+    Column("key_hash", String(64), nullable=False, index=True),
+    Column("amount", Float, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False))
+"""A request's worst-case cost held against its key's budget until the request settles
+(its row deleted and its real cost added to ``spend`` in one transaction). A row left by
+a killed server stops counting at ``expires_at``."""
