@@ -63,10 +63,18 @@ async def _no_receive() -> Message:
     return {"type": "http.disconnect"}
 
 
-#: Which route a path belongs to, for responses no route answered (errors, specialists).
+#: The area each API path belongs to, by prefix: the ``x-complement-route`` header and the
+#: metrics' route label of responses no route names itself (errors, specialists), and the
+#: area a virtual key's ``allowed_routes`` is checked against (``router.keys.AREAS``). A
+#: path no prefix names is ``system``; every ``/v1`` endpoint but the system ones
+#: (``SYSTEM_PATHS``) must be named here (``tests/router/test_areas.py`` checks it).
 _PATH_ROUTES = (("/v1/chat/", "chat"), ("/v1/tab", "tab"), ("/v1/feedback", "feedback"),
                 ("/v1/apply", "apply"), ("/v1/edit", "edit"), ("/v1/retrieve", "retrieval"),
                 ("/v1/index", "retrieval"))
+
+
+#: The ``/v1`` paths that belong to no area: listing models, the dashboard's data.
+SYSTEM_PATHS = frozenset({"/v1/models", "/v1/dashboard"})
 
 
 def _route_of(path: str) -> str:
