@@ -36,7 +36,7 @@ from router.keys import ADMIN, Charge, KeyGate, VirtualKey, is_admin_path
 from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
-from specialists.base import SpecialistError
+from specialists.base import HasWorkers, HoldsPolicy, SpecialistError, Swappable, capabilities
 
 __all__ = ["app_from_env", "create_app"]
 
@@ -406,11 +406,10 @@ def _start_tab_workers(registry: Registry) -> None:
     """Start the Tab model's worker threads or processes before the server says it is
     ready (the first keystroke must not wait for a process to load torch)."""
     tab = registry.find("tab")
-    start = getattr(tab, "start_workers", None)
-    if start is None:
+    if tab is None or HasWorkers not in capabilities(tab):
         return
     try:
-        start()
+        tab.start_workers()
     except Exception as exc:  # serving goes on: the first request starts them, or says why
         log.warning("tab: could not start the model workers: %s", exc)
 
@@ -428,7 +427,7 @@ async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
     from starlette.concurrency import run_in_threadpool
 
     tab: Any = registry.find("tab")
-    if tab is None or not hasattr(tab, "swap") or getattr(tab, "policy", None) is None:
+    if tab is None or not {Swappable, HoldsPolicy} <= capabilities(tab) or tab.policy is None:
         return
     from router.api.tab import _deploy_lock
     from specialists.tab.loop.versions import PolicyStore, sync_canary

@@ -286,7 +286,10 @@ def _example_repo(state: Any) -> str | None:
     shown): the first repository there, else the root itself."""
     registry = getattr(state, "registry", None)
     retriever = registry.find("retrieval") if registry is not None else None
-    root = getattr(retriever, "allowed_root", None)
+    from specialists.base import Rooted, capabilities
+
+    root = retriever.allowed_root if retriever is not None and Rooted in capabilities(
+        retriever) else None
     if root is None:
         return None
     try:

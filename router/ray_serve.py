@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import logging
 import os
 import signal
@@ -37,12 +38,24 @@ from router.app import create_app
 from router.config import Config, RayDeploymentConfig, SpecialistConfig
 from router.errors import ConfigError, Unavailable
 from router.registry import Registry, build, check_block
-from specialists.base import Result, Specialist, SpecialistError
+from specialists.base import (Batched, HasWorkers, Result, Specialist, SpecialistError,
+                              Swappable, capabilities)
 
 __all__ = ["Ingress", "PolicyBoard", "RemoteSpecialist", "SpecialistReplica", "build_app",
            "ray_workers", "replica_pids", "serve_ray"]
 
 log = logging.getLogger("complement.ray")
+
+
+def _public_methods(obj: Any) -> dict[str, Any]:
+    """The public methods of a class (its functions), or of an instance (bound): what a
+    remote stand-in forwards, found once at load. Read from the class, so no property of an
+    instance runs."""
+    klass = obj if isinstance(obj, type) else type(obj)
+    names = [name for name, _ in inspect.getmembers(klass, callable) if not name.startswith("_")]
+    return {name: (getattr(klass, name) if obj is klass else getattr(obj, name))
+            for name in names}
+
 
 NAMESPACE = "complement"
 #: Methods a remote specialist never forwards: its lifecycle is its replica's. A canary
@@ -167,16 +180,19 @@ class SpecialistReplica:
         self.replica = serve.get_replica_context().replica_tag
         self.error: str | None = None
         self.watcher: _PolicyWatcher | None = None
+        self.methods: dict[str, Any] = {}
         try:
             self.spec.setup()
         except Exception as exc:  # like one process: not ready, not fatal
             log.exception("specialist %s failed to load", name)
             self.error = f"{type(exc).__name__}: {exc}"
             return
-        start_workers = getattr(self.spec, "start_workers", None)
-        if callable(start_workers):  # a model's workers up before the replica says ready
-            start_workers()
-        if callable(getattr(self.spec, "swap", None)):
+        can = capabilities(self.spec)
+        if HasWorkers in can:  # a model's workers up before the replica says ready
+            self.spec.start_workers()
+        # what a request may call on it: its public methods, found once, here
+        self.methods = _public_methods(self.spec)
+        if Swappable in can:
             self._sync_store(data_dir)
             self.watcher = _PolicyWatcher(self.spec, self.replica, app_name).start()
 
@@ -199,10 +215,12 @@ class SpecialistReplica:
         if method.startswith("_") or method in _LOCAL_ONLY:
             raise AttributeError(f"{method!r} is not a request method of {self.name!r}")
         try:
-            if method == "answer" and callable(getattr(self.spec, "submit", None)):
+            if method == "answer" and Batched in capabilities(self.spec):
                 value = await self._submit(args[0])
+            elif method in self.methods:
+                value = await asyncio.to_thread(self.methods[method], *args, **kwargs)
             else:
-                value = await asyncio.to_thread(getattr(self.spec, method), *args, **kwargs)
+                raise AttributeError(f"{method!r} is not a method of {self.name!r}")
         except SpecialistError as exc:
             return ("error", type(exc).__module__, type(exc).__qualname__, exc.message,
                     exc.param)
@@ -267,8 +285,7 @@ class RemoteSpecialist(Specialist):
     def __init__(self, name: str, klass: type[Specialist], handle: Any) -> None:
         super().__init__()
         self.name, self.klass, self.handle = name, klass, handle
-        self._methods = {m for m in dir(klass) if not m.startswith("_")
-                         and m not in _LOCAL_ONLY and callable(getattr(klass, m, None))}
+        self._methods = set(_public_methods(klass)) - _LOCAL_ONLY
         self._health: dict[str, Any] = {"ok": False, "loading": True,
                                         "detail": "waiting for its deployment's first report"}
         self._version = "0"
@@ -437,7 +454,7 @@ def remote_specialist(name: str, klass: type[Specialist], handle: Any,
                       app_name: str) -> RemoteSpecialist:
     """A stand-in named like the real class (the ``x-complement-model`` header says
     ``TabSpecialist@3`` on either engine)."""
-    base: type[RemoteSpecialist] = RemoteTab if callable(getattr(klass, "swap", None)) \
+    base: type[RemoteSpecialist] = RemoteTab if issubclass(klass, Swappable) \
         else RemoteSpecialist
     proxy_class = type(klass.__name__, (base,), {"kind": klass.kind, "__module__": __name__})
     if base is RemoteTab:

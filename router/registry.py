@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Mapping
 from fastapi import Request
 
 from router.errors import ConfigError, Unavailable
-from specialists.base import OptionsError, Specialist, validate_options
+from specialists.base import Closable, OptionsError, Specialist, capabilities, validate_options
 
 if TYPE_CHECKING:
     from router.config import SpecialistConfig
@@ -66,11 +66,13 @@ def check_block(name: str, block: "SpecialistConfig") -> tuple[type[Specialist],
 def build(name: str, klass: type[Specialist], options: Mapping[str, Any]) -> Specialist:
     """Construct one specialist; a constructor's own refusal is a ``ConfigError`` too."""
     try:
-        return klass(**options)
+        spec = klass(**options)
     except OptionsError as exc:
         raise ConfigError(f"specialists.{name}.options: {exc.message}") from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"specialists.{name}.options: {exc}") from exc
+    capabilities(spec)  # worked out once, here: the endpoints read it on every request
+    return spec
 
 
 def _block_of_kind(blocks: dict[str, "SpecialistConfig"], kind: str
@@ -110,6 +112,8 @@ class Registry:
 
     def __init__(self, specialists: dict[str, Specialist] | None = None) -> None:
         self._by_name: dict[str, Specialist] = dict(specialists or {})
+        for spec in self._by_name.values():
+            capabilities(spec)  # once, at load (``specialists.base.capabilities``)
         self.errors: dict[str, str] = {}
 
     @classmethod
@@ -134,10 +138,9 @@ class Registry:
     def close_all(self) -> None:
         """Stop what specialists started (the Tab model worker's threads and processes)."""
         for name, spec in self._by_name.items():
-            close = getattr(spec, "close", None)
-            if callable(close):
+            if Closable in capabilities(spec):
                 try:
-                    close()
+                    spec.close()
                 except Exception:  # shutting down: report it, close the rest
                     log.exception("specialist %s failed to close", name)
 

@@ -28,12 +28,23 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 __all__ = [
+    "AnswersAsync",
+    "Batched",
+    "Canaries",
+    "Closable",
     "ConflictError",
+    "HasWorkers",
+    "HoldsPolicy",
+    "ReportsSwaps",
+    "Rooted",
+    "Swappable",
+    "WaitsReady",
+    "capabilities",
     "ForbiddenError",
     "NotFoundError",
     "OptionsError",
@@ -159,3 +170,94 @@ class Specialist(ABC):
     def health(self) -> dict[str, Any]:
         """Readiness and version, reported by ``/readyz`` and ``complement doctor``."""
         return {"ok": True, "version": self.version}
+
+
+# -- optional capabilities ------------------------------------------------------------------
+# The contract is ``answer``; a specialist may also offer any of these. The router asks
+# ``capabilities(spec)`` (worked out once per specialist, when the registry builds it) and
+# calls only what is there, so no endpoint probes a specialist by name on the request path.
+
+
+@runtime_checkable
+class AnswersAsync(Protocol):
+    """Answers without a thread of the caller's: a specialist in another process."""
+
+    async def answer_async(self, request: Mapping[str, Any]) -> Result: ...
+
+
+@runtime_checkable
+class Batched(Protocol):
+    """Takes requests into its own model worker, which batches them: ``done(result)`` is
+    called from that worker, with a :class:`Result` or the exception raised."""
+
+    def submit(self, request: Mapping[str, Any], done: Callable[[Any], None]) -> None: ...
+
+
+@runtime_checkable
+class HasWorkers(Protocol):
+    """Starts its worker threads or processes before the server says it is ready."""
+
+    def start_workers(self) -> None: ...
+
+
+@runtime_checkable
+class Swappable(Protocol):
+    """Serves another policy from now on, without a restart; returns the version replaced."""
+
+    def swap(self, policy: Any) -> int: ...
+
+
+@runtime_checkable
+class HoldsPolicy(Protocol):
+    """Holds its policy in this process (a remote one is followed through its board)."""
+
+    policy: Any
+
+
+@runtime_checkable
+class Canaries(Protocol):
+    """Serves a second policy to a share of the editors (``None``: end it)."""
+
+    def set_canary(self, policy: Any | None, share: float = 0.0) -> None: ...
+
+
+@runtime_checkable
+class ReportsSwaps(Protocol):
+    """Says which of its replicas switched when, after a swap."""
+
+    def swap_report(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class WaitsReady(Protocol):
+    """Has work of its own to finish before its answers are whole (an index building)."""
+
+    def wait_ready(self, timeout: float | None = None) -> None: ...
+
+
+@runtime_checkable
+class Rooted(Protocol):
+    """Reads only under one directory (``None``: none configured)."""
+
+    allowed_root: Any
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Has threads, processes or files to stop when the server does."""
+
+    def close(self) -> None: ...
+
+
+CAPABILITIES: tuple[type, ...] = (AnswersAsync, Batched, HasWorkers, Swappable, HoldsPolicy,
+                                  Canaries, ReportsSwaps, WaitsReady, Rooted, Closable)
+
+
+def capabilities(spec: Any) -> frozenset[type]:
+    """The optional capabilities ``spec`` offers (of :data:`CAPABILITIES`), worked out on
+    the first call and kept on the instance."""
+    found = spec.__dict__.get("_capabilities")
+    if found is None:
+        found = frozenset(c for c in CAPABILITIES if isinstance(spec, c))
+        spec.__dict__["_capabilities"] = found
+    return found  # type: ignore[no-any-return]

@@ -28,7 +28,8 @@ from starlette.concurrency import run_in_threadpool
 
 from router.api.jsonbody import EscapedSurrogatesRoute, JSONInt, json_int
 from router.registry import specialist_for, uses
-from specialists.base import Specialist
+from specialists.base import (AnswersAsync, Batched, Canaries, ReportsSwaps, Specialist,
+                              Swappable, capabilities)
 
 __all__ = ["router", "CanaryBody", "DeployBody", "TabBody", "TabEdit", "TabFastLane",
            "action_record", "answer_async", "create_app", "log_action", "tab_response"]
@@ -175,15 +176,14 @@ async def answer_async(spec: Any, payload: dict[str, Any]) -> Any:
     """``spec``'s Result for ``payload`` without blocking the event loop: awaited when it
     answers asynchronously (``answer_async``), through its model worker when it has one
     (``submit``), else its ``answer`` in the thread pool."""
-    remote = getattr(spec, "answer_async", None)
-    if remote is not None:  # a specialist in another process (--engine ray): awaited
-        return await remote(payload)
-    submit = getattr(spec, "submit", None)
-    if submit is None:
+    can = capabilities(spec)
+    if AnswersAsync in can:  # a specialist in another process (--engine ray): awaited
+        return await spec.answer_async(payload)
+    if Batched not in can:
         return await run_in_threadpool(spec.answer, payload)
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
-    submit(payload, lambda result: loop.call_soon_threadsafe(_settle, future, result))
+    spec.submit(payload, lambda result: loop.call_soon_threadsafe(_settle, future, result))
     return await future
 
 
@@ -280,21 +280,19 @@ async def deploy(body: DeployBody, request: Request,
     store.lineage(body.version)  # 404 naming the known versions if it does not exist
     previous = await _deploy_version(request, store, _swap(spec), body.version)
     # with replicas (--engine ray): which switched when, for the deploy log
-    report = getattr(spec, "swap_report", None)
-    detail = report() if callable(report) else {}
+    detail = spec.swap_report() if ReportsSwaps in capabilities(spec) else {}
     await _record(request, str(body.version), body.event, previous=previous, **detail)
     return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
 
 
 def _swap(spec: Any) -> Any:
     """The specialist's ``swap``, or a 409 saying there is none."""
-    swap = getattr(spec, "swap", None)
-    if swap is None:
+    if Swappable not in capabilities(spec):
         from router.errors import Conflict
 
         raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
                        "hot-swap a policy")
-    return swap
+    return spec.swap
 
 
 async def _deploy_version(request: Request, store: Any, swap: Any, version: int) -> int:
@@ -318,17 +316,17 @@ class CanaryBody(BaseModel):
 
 def _set_canary(spec: Any) -> Any:
     """The specialist's ``set_canary``, or a 409 saying why there is none."""
-    set_canary = getattr(spec, "set_canary", None)
-    if set_canary is None:
+    can = capabilities(spec)
+    if Canaries not in can:
         from router.errors import Conflict
 
         # --engine ray: the replicas follow one policy board carrying one version; a canary
         # there would need the board to carry two and every replica to split by session
         raise Conflict(f"the configured tab specialist ({type(spec).__name__}"
-                       f"{' under --engine ray' if hasattr(spec, 'swap_report') else ''}) "
+                       f"{' under --engine ray' if ReportsSwaps in can else ''}) "
                        "cannot serve a canary beside the deployed version; deploy directly "
                        "(`complement loop --canary-share 0`)")
-    return set_canary
+    return spec.set_canary
 
 
 @router.post("/v1/tab/canary")
@@ -374,10 +372,9 @@ async def abort(request: Request, spec: Specialist = Depends(uses("tab"))) -> di
     """End the canary: everyone is served the deployed version again. Idempotent."""
     store = _policy_store(request)
     running = store.canary()
-    set_canary = getattr(spec, "set_canary", None)
     async with _deploy_lock(request.app.state):
-        if set_canary is not None:
-            await run_in_threadpool(set_canary, None)
+        if Canaries in capabilities(spec):
+            await run_in_threadpool(spec.set_canary, None)
         store.clear_canary()
     if running is not None:
         await _record(request, str(running["version"]), "canary_aborted",

@@ -78,7 +78,9 @@ def _retriever(config: Any) -> Any:
     if not configures(config.specialists, "retrieval"):
         return None
     retriever = specialist_from_config(config.specialists, "retrieval")
-    wait = getattr(retriever, "wait_ready", None)
+    from specialists.base import WaitsReady, capabilities
+
+    wait = retriever.wait_ready if WaitsReady in capabilities(retriever) else None
     if wait is not None:
         wait()
     return retriever

@@ -28,7 +28,8 @@ from specialists.apply.applier import FileEdit, apply_sketch, combined_diff, war
 from specialists.apply.result import ApplyOptions, ApplyResult
 from pydantic import Field, ValidationError
 
-from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
+from specialists.base import (OptionsError, Result, Specialist, SpecialistError,
+                              SpecialistOptions)
 
 __all__ = ["ApplyOptionsModel", "ApplySpecialist", "parse_files"]
 
@@ -90,7 +91,7 @@ class ApplySpecialist(Specialist):
             opts = ApplyOptionsModel(**options)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise SpecialistError(f"apply option {'.'.join(map(str, err['loc']))}: "
+            raise OptionsError(f"apply option {'.'.join(map(str, err['loc']))}: "
                                   f"{err['msg']}", param=".".join(map(str, err["loc"]))) from None
         super().__init__(**{**opts.model_dump(), "model_options": dict(opts.model_options or {})})
         self.apply_options = ApplyOptions(max_delete_share=opts.max_delete_share,

@@ -40,7 +40,8 @@ from typing import Any, Callable, Mapping
 
 from pydantic import Field, ValidationError
 
-from specialists.base import Result, Specialist, SpecialistError, SpecialistOptions
+from specialists.base import (OptionsError, Result, Specialist, SpecialistError,
+                              SpecialistOptions)
 from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
 
 __all__ = ["Canary", "TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT", "in_canary"]
@@ -190,7 +191,7 @@ class TabSpecialist(Specialist):
             opts = TabOptions(**options)
         except ValidationError as exc:
             err = exc.errors()[0]
-            raise SpecialistError(f"Tab option {'.'.join(map(str, err['loc']))}: {err['msg']}",
+            raise OptionsError(f"Tab option {'.'.join(map(str, err['loc']))}: {err['msg']}",
                                   param=".".join(map(str, err["loc"]))) from None
         super().__init__(**opts.model_dump())  # ``self.options``: every option, defaults too
         for name in TabOptions.model_fields:
