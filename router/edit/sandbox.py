@@ -104,6 +104,21 @@ def sandbox_env(pass_env: Sequence[str] = ()) -> dict[str, str]:
     return env
 
 
+def _private_prefix(program: str) -> Path | None:
+    """The install folder of ``program`` (``PREFIX/bin/program``) when it lies under
+    ``/tmp`` or ``/run``, which the sandbox replaces by empty ones (a virtual environment
+    made under ``/tmp``: its ``bin/python`` would be gone inside, and the command with it).
+    It goes back in read-only; the rest of ``/tmp`` stays out of sight."""
+    found = program if os.path.isabs(program) else shutil.which(program)
+    if not found:
+        return None
+    path = Path(os.path.abspath(found))
+    if not any(path.is_relative_to(root) for root in (Path("/tmp"), Path("/run"))):
+        return None
+    prefix = path.parent.parent if path.parent.name == "bin" else path.parent
+    return prefix if prefix not in (Path("/tmp"), Path("/run")) else None
+
+
 def wrap(argv: Sequence[str], scratch: Path, *, sandbox: str, memory_mb: int = 0,
          cpu_s: int = 0, hide: Sequence[str] = DEFAULT_HIDE) -> list[str]:
     """The argv that runs ``argv`` in ``scratch`` under ``sandbox`` with the limits set."""
@@ -121,6 +136,9 @@ def wrap(argv: Sequence[str], scratch: Path, *, sandbox: str, memory_mb: int = 0
                 inner += ["--tmpfs", str(path)]
             else:
                 inner += ["--ro-bind", "/dev/null", str(path)]
+        prefix = _private_prefix(argv[0]) if argv else None
+        if prefix is not None:  # the program's install, under a folder the sandbox empties
+            inner += ["--ro-bind", str(prefix), str(prefix)]
         inner += ["--bind", str(scratch), str(scratch), "--chdir", str(scratch),
                   "--", *argv]
     return [sys.executable, "-I", "-S", "-c", _LIMITS, str(memory_mb * 1024 * 1024),

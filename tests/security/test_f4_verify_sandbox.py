@@ -132,3 +132,18 @@ def test_an_unknown_sandbox_is_a_config_error() -> None:
 def test_probe_is_clean(tmp_path: Path) -> None:
     tally = f4.probe(tmp_path)
     assert tally.ok and tally.attempts >= 10, tally.as_dict()
+
+
+def test_a_program_installed_under_tmp_is_put_back_read_only(tmp_path: Path) -> None:
+    """The sandbox empties /tmp; a virtual environment made there (a CI clone under /tmp)
+    lost its bin/python inside and every verification failed with 'execvp: No such file'.
+    Its install folder goes back read-only, and nothing else of /tmp."""
+    from router.edit.sandbox import wrap
+
+    def binds(argv: list[str]) -> list[str]:
+        out = wrap(argv, tmp_path, sandbox="bwrap")
+        return [out[i + 1] for i, a in enumerate(out) if a == "--ro-bind"]
+
+    assert "/tmp/ci/main/.venv" in binds(["/tmp/ci/main/.venv/bin/python", "-m", "pytest"])
+    assert all(b in ("/", "/dev/null") for b in binds(["/usr/bin/python3", "-c", "0"]))
+    assert not any(b == "/tmp" for b in binds(["/tmp/python", "-c", "0"]))
