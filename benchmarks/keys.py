@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -54,36 +53,16 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.router_overhead import pct, wait_up  # noqa: E402  (one copy of each)
+from router.serving import free_port  # noqa: E402
+
 ADMIN = "bench-admin-key-0123456789abcdef0123456789"
 INFER = "bench-inference-key-0123456789abcdef012345"
 BODY = {"model": "bench", "messages": [{"role": "user", "content": "say something short"}],
         "max_tokens": 16}
 CHAT = "/v1/chat/completions"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_up(url: str, proc: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the process for {url} exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code < 500:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"{url} did not come up in {timeout:.0f}s")
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 class Servers:
@@ -167,7 +146,6 @@ def checks_run(tmp: Path, n: int = 20000) -> dict[str, Any]:
     and a cached lookup) and admit (expiry, routes, budget, the rpm window) — and the
     settle of a request that cost something (one SQLite transaction on the event loop),
     each in µs a call."""
-    sys.path.insert(0, str(REPO))
     from router.keys import KeyGate, KeyStore
     from specialists.tab.events import EventStore, sqlite_url
 
