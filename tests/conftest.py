@@ -4,7 +4,9 @@ for an app, on loopback (``router.serving.running``)."""
 from __future__ import annotations
 
 import os
-from typing import Iterator
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pytest
 
@@ -25,3 +27,19 @@ def fake() -> Iterator[FakeFrontier]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def serving_ready(config: dict[str, Any], timeout_s: float = 120.0) -> Iterator[str]:
+    """The real app for ``config`` (a mapping, as YAML gives it) over HTTP on loopback,
+    yielded once ``/readyz`` answers 200 (every specialist loaded)."""
+    import httpx
+
+    from router.audit.common import serve
+
+    with serve(config) as base:
+        deadline = time.monotonic() + timeout_s
+        while httpx.get(f"{base}/readyz", timeout=30).status_code != 200:
+            assert time.monotonic() < deadline, f"the server did not get ready in {timeout_s:.0f} s"
+            time.sleep(0.1)
+        yield base

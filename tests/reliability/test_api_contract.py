@@ -10,33 +10,24 @@ of ``benchmarks/api_contract.py`` (its large run is in BENCHMARKS.md).
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import running
+from tests.conftest import serving_ready
 from tests.fakes.fake_frontier import FakeFrontier
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from router.app import create_app
-    from router.config import parse_config
     from router.contract import contract_server_config
-    from router.serving import uvicorn_options
 
     fake = FakeFrontier().start()
     try:
-        config = parse_config(contract_server_config(tmp_path_factory.mktemp("contract"),
-                                                     fake.url), env={})
-        with running(create_app(config), **uvicorn_options(config)) as base:
-            deadline = time.monotonic() + 120
-            while httpx.get(f"{base}/readyz", timeout=30).status_code != 200:
-                assert time.monotonic() < deadline, "the server did not get ready in 120 s"
-                time.sleep(0.25)
+        with serving_ready(contract_server_config(tmp_path_factory.mktemp("contract"),
+                                                  fake.url)) as base:
             yield base
     finally:
         fake.stop()

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import running
+from tests.conftest import serving_ready
 from tests.fakes.fake_frontier import FakeFrontier
 from tests.router.test_events import _pg_database
 
@@ -77,24 +76,9 @@ def config_data(root: Path, fake: FakeFrontier, events_url: str = "",
     return data
 
 
-@contextmanager
-def serve(data: dict[str, Any]) -> Iterator[str]:
-    from router.app import create_app
-    from router.config import parse_config
-    from router.serving import uvicorn_options
-
-    config = parse_config(data, env={})
-    with running(create_app(config), **uvicorn_options(config)) as base:
-        deadline = time.monotonic() + 120
-        while httpx.get(f"{base}/readyz", timeout=30).status_code != 200:
-            assert time.monotonic() < deadline, "the server did not get ready in 120 s"
-            time.sleep(0.1)
-        yield base
-
-
 @pytest.fixture(scope="module")
 def base(root: Path, fake: FakeFrontier, events_url: str) -> Iterator[str]:
-    with serve(config_data(root, fake, events_url)) as url:
+    with serving_ready(config_data(root, fake, events_url)) as url:
         index = call(url, ADMIN, "POST", "/v1/index", {"path": "calc"})
         assert index.status_code == 200, index.text
         yield url
@@ -310,21 +294,21 @@ def test_concurrent_requests_do_not_overshoot_the_budget(base: str) -> None:
 # -- restarts and servers without keys ----------------------------------------------------------
 def test_spend_survives_a_restart(tmp_path: Path, fake: FakeFrontier, events_url: str) -> None:
     data = config_data(tmp_path, fake, events_url)
-    with serve(data) as url:
+    with serving_ready(data) as url:
         key = generate(url, max_budget=1.0)
         costs = [float(on(url, key, "chat").headers["x-complement-cost-usd"]) for _ in range(3)]
-    with serve(data) as url:
+    with serving_ready(data) as url:
         assert info(url, key)["spend"] == pytest.approx(sum(costs))
         assert on(url, key, "tab").status_code == 200
         call(url, ADMIN, "POST", "/key/delete", {"keys": [key]})
-    with serve(data) as url:
+    with serving_ready(data) as url:
         assert on(url, key, "tab").status_code == 401
 
 
 def test_without_keys_everything_is_open_and_key_management_says_what_to_set(
         tmp_path: Path, fake: FakeFrontier) -> None:
     data = config_data(tmp_path, fake, admin_keys=[], api_keys=[])
-    with serve(data) as url:
+    with serving_ready(data) as url:
         versions = call(url, None, "GET", "/v1/tab/versions").json()
         assert call(url, None, "POST", "/v1/tab/deploy",
                     {"version": versions["deployed"]}).status_code == 200
@@ -337,7 +321,7 @@ def test_without_keys_everything_is_open_and_key_management_says_what_to_set(
 def test_inference_keys_alone_close_the_admin_endpoints(tmp_path: Path,
                                                         fake: FakeFrontier) -> None:
     data = config_data(tmp_path, fake, admin_keys=[])
-    with serve(data) as url:
+    with serving_ready(data) as url:
         r = call(url, INFER, "POST", "/v1/tab/deploy", {"version": 1})
         assert r.status_code == 403 and "COMPLEMENT_ADMIN_KEY" in r.json()["error"]["message"]
         assert on(url, INFER, "tab").status_code == 200
