@@ -14,24 +14,18 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.router.test_lsp import TYPED, _config
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("neovim_lsp_client.lua")
-TYPED = ("def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\n"
-         "def mul(a, b):\n    return a * b\n\n\ndef div(a, b):\n    return a / b\n")
 
 pytestmark = pytest.mark.skipif(shutil.which("nvim") is None, reason=(
     "Neovim is not installed (`apt-get install neovim`; .ci/run installs it)"))
 
 
 def test_neovim_reads_the_capability_asks_and_gets_ghost_text(tmp_path: Path) -> None:
-    config = tmp_path / "lsp.yaml"
-    config.write_text(yaml.safe_dump({
-        "data_dir": str(tmp_path / "data"), "events": {"feedback_timeout_s": 600},
-        "specialists": {"tab": {"class": "specialists.tab:TabSpecialist",
-                                "options": {"sample": True, "log_features": True}},
-                        "apply": {"class": "specialists.apply.specialist:ApplySpecialist"}}}))
+    config = _config(tmp_path)  # the LSP tests' config: tab (sampling) and apply
     out = tmp_path / "result.json"
     env = {**os.environ, "PYTHONPATH": str(REPO), "NVIM_TEST_OUT": str(out),
            "NVIM_TEST_TYPED": json.dumps(TYPED), "NVIM_TEST_PYTHON": sys.executable,
