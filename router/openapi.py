@@ -182,11 +182,11 @@ def _static_schema(app: Any) -> dict[str, Any]:
 
 def _chat_params(chat: dict[str, Any], state: Any) -> None:
     """The model parameters a client may add, by name (anything else is a 400)."""
-    from router.provider_params import CONNECTION_PARAMS, MODEL_PARAMS, PARAM_SCHEMAS
+    from router.provider_params import PARAM_SCHEMAS, allowed_params
 
     config = getattr(state, "config", None)
     extra = set(config.frontier.allowed_params) if config is not None else set()
-    for name in sorted((MODEL_PARAMS | extra) - CONNECTION_PARAMS):
+    for name in sorted(allowed_params(extra)):
         described: dict[str, Any] = {
             "description": "a model parameter, passed on to the provider as it is"}
         if name in PARAM_SCHEMAS:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Mapping
 
-__all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "PARAM_SCHEMAS", "check_request_params",
-           "provider_params"]
+__all__ = ["CONNECTION_PARAMS", "MODEL_PARAMS", "PARAM_SCHEMAS", "allowed_params",
+           "check_request_params", "provider_params"]
 
 MODEL_PARAMS = frozenset({
     # OpenAI chat completions
@@ -34,10 +34,6 @@ MODEL_PARAMS = frozenset({
 })
 """Model parameters a client may send: they change what the model writes, not where the
 request goes or with which credentials."""
-
-_REQUEST_FIELDS = frozenset({"model", "messages", "stream", "stream_options"})
-"""The chat request's own fields (``router.api.chat.ChatRequest``): near misses of these
-are suggested too."""
 
 _NUMBER = {"type": "number"}
 _INTEGER = {"type": "integer"}
@@ -110,11 +106,20 @@ CONNECTION_PARAMS = frozenset({
 callbacks, retries or prices: the server's config alone decides those."""
 
 
-def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()) -> None:
-    """Raise ``BadRequest`` naming the first field of ``params`` a client may not send."""
+def allowed_params(extra_allowed: Iterable[str] = ()) -> frozenset[str]:
+    """The fields a request may pass on: :data:`MODEL_PARAMS` and the operator's
+    ``frontier.allowed_params``, never a connection field."""
+    return (MODEL_PARAMS | frozenset(extra_allowed)) - CONNECTION_PARAMS
+
+
+def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = (),
+                         request_fields: Iterable[str] = ()) -> None:
+    """Raise ``BadRequest`` naming the first field of ``params`` a client may not send
+    (an unknown one with its nearest name among the allowed and ``request_fields``, the
+    request's own)."""
     from router.errors import BadRequest
 
-    allowed = MODEL_PARAMS | set(extra_allowed)
+    allowed = allowed_params(extra_allowed)
     for name in params:
         if name in CONNECTION_PARAMS:
             raise BadRequest(
@@ -123,7 +128,7 @@ def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str]
                 "decides that (models.<name> in the config); remove it from the request",
                 param=name)
         if name not in allowed:
-            near = difflib.get_close_matches(name, sorted(allowed | _REQUEST_FIELDS), n=1)
+            near = difflib.get_close_matches(name, sorted(allowed | set(request_fields)), n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
             raise BadRequest(
                 f"{name}: unknown field; remove it{hint}, or, if it is a model parameter, "
@@ -139,7 +144,7 @@ def check_request_params(params: Mapping[str, Any], extra_allowed: Iterable[str]
 def provider_params(params: Mapping[str, Any], extra_allowed: Iterable[str] = ()) -> dict[str, Any]:
     """``params`` less every field that is not an allowed model parameter (connection fields
     never pass, whatever the config allows)."""
-    allowed = (MODEL_PARAMS | set(extra_allowed)) - CONNECTION_PARAMS
+    allowed = allowed_params(extra_allowed)
     return {k: _as_sent(k, v) for k, v in params.items() if k in allowed}
 
 

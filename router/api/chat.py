@@ -20,7 +20,7 @@ from router.api.jsonbody import json_int
 from router.errors import BadRequest, ComplementError, UnknownRoute, decode_error, invalid_body
 from router.frontier import translate
 from router.keys import charge_of
-from router.provider_params import check_request_params
+from router.provider_params import allowed_params, check_request_params
 from router.routing import RouteOutcome
 
 __all__ = ["ChatRequest", "router"]
@@ -74,9 +74,7 @@ def _chat_invalid(exc: ValidationError, body: Any, extra_allowed: list[str]) -> 
     """A chat body that does not validate: its problems and, with them, the fields that are
     neither the request's nor a model parameter this server passes on (the check that runs
     after validation would name them next, one round trip later)."""
-    from router.provider_params import CONNECTION_PARAMS, MODEL_PARAMS
-
-    allowed = (MODEL_PARAMS | set(extra_allowed)) - CONNECTION_PARAMS
+    allowed = allowed_params(extra_allowed)
     errors = list(exc.errors())
     if isinstance(body, dict):
         errors += [{"type": "extra_forbidden", "loc": (name,)} for name in body
@@ -141,7 +139,8 @@ async def chat_completions(request: Request) -> Response:
     params = dict(chat.model_extra or {})
     params.update({name: getattr(chat, name) for name in _TYPED_PARAMS
                    if getattr(chat, name) is not None})
-    check_request_params(params, state.config.frontier.allowed_params)  # issue 41, F1
+    check_request_params(params, state.config.frontier.allowed_params,  # issue 41, F1
+                         request_fields=ChatRequest.model_fields)
     wants_usage = bool(chat.stream_options and chat.stream_options.include_usage)
     charge = charge_of(request)
     if charge is not None:  # a virtual key: its routes, and its budget's worst case held
