@@ -515,19 +515,9 @@ def _interpolate(node: Any, path: str, env: dict[str, str], refs: dict[str, list
 
 def _known_keys(loc: tuple[Any, ...]) -> list[str]:
     """The keys the config allows where ``loc``'s last key stands (for an unknown key)."""
-    model: Any = Config
-    for part in loc[:-1]:
-        if isinstance(model, type) and issubclass(model, BaseModel) and part in model.model_fields:
-            model = model.model_fields[part].annotation
-        elif getattr(model, "__origin__", None) is dict:
-            model = model.__args__[1]  # a name under models:, routes:, specialists:
-        else:
-            return []
-        if getattr(model, "__origin__", None) is dict and not isinstance(part, str):
-            return []
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return sorted(n for n, f in model.model_fields.items() if not f.exclude)
-    return []
+    from router.errors import field_names_at
+
+    return field_names_at(Config, loc[:-1])
 
 
 def _format_validation(exc: ValidationError, source: str) -> str:

@@ -314,7 +314,7 @@ def invalid_body(errors: Sequence[Mapping[str, Any]], model: Any = None,
         first_param = first_param or param
         kind = err.get("type")
         if kind == "extra_forbidden":
-            known = sorted(set(_field_names_at(model, loc[:-1]))
+            known = sorted(set(field_names_at(model, loc[:-1]))
                            | (set(also_known) if len(loc) == 1 else set()))
             near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6) if loc else []
             hint = (f"did you mean {near[0]!r}?" if near
@@ -332,29 +332,51 @@ def invalid_body(errors: Sequence[Mapping[str, Any]], model: Any = None,
     return BadRequest(message, param=first_param or "body")
 
 
-def _models_in(annotation: Any) -> list[type]:
-    """The pydantic models an annotation holds (``Optional[M]``, ``list[M | str]``, ...)."""
+def field_names_at(model: Any, path: Sequence[Any]) -> list[str]:
+    """The field names a pydantic ``model`` allows at ``path`` inside it, for an unknown
+    field's nearest name: the request bodies' (``invalid_body``) and the config's
+    (``router.config``). A path steps through a model's field, a dict's value under any key
+    (a name under ``models:``), a list's item under an index, and a union's member that
+    pydantic names in the path (``recent_edits.0.TabEdit``); ``[]`` where it leads nowhere."""
+    places = [model]
+    for part in path:
+        places = [nxt for place in places for nxt in _step(place, part)]
     from pydantic import BaseModel
 
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return sorted({name for place in places for leaf in _leaves(place)
+                   if isinstance(leaf, type) and issubclass(leaf, BaseModel)
+                   for name, info in leaf.model_fields.items() if not info.exclude})
 
 
-def _field_names_at(model: Any, path: Sequence[str]) -> list[str]:
-    """The field names of the model(s) at ``path`` inside ``model`` (list indexes and
-    pydantic's union-member names in the path are stepped over)."""
-    models = _models_in(model)
-    for item in path:
-        if item.isdigit():
-            continue
-        named = [m for m in models if m.__name__ == item]
-        if named:  # pydantic names the union member it tried
-            models = named
-            continue
-        models = [sub for m in models if item in m.model_fields
-                  for sub in _models_in(m.model_fields[item].annotation)]
-    return sorted({name for m in models for name in m.model_fields})
+def _leaves(annotation: Any) -> list[Any]:
+    """A union's (``Optional``'s, ``Annotated``'s) members, unwrapped; anything else as it is."""
+    import types
+
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [leaf for arg in typing.get_args(annotation) for leaf in _leaves(arg)]
+    if origin is typing.Annotated:
+        return _leaves(typing.get_args(annotation)[0])
+    return [annotation]
+
+
+def _step(annotation: Any, part: Any) -> list[Any]:
+    """Where ``part`` of a path leads from ``annotation``."""
+    from pydantic import BaseModel
+
+    out = []
+    for leaf in _leaves(annotation):
+        origin = typing.get_origin(leaf)
+        if isinstance(leaf, type) and issubclass(leaf, BaseModel):
+            if leaf.__name__ == part:  # pydantic names the union member it tried
+                out.append(leaf)
+            elif part in leaf.model_fields:
+                out.append(leaf.model_fields[part].annotation)
+        elif origin is dict and isinstance(part, str):
+            out.append(typing.get_args(leaf)[1])
+        elif origin in (list, tuple) and str(part).isdigit():
+            out.append(typing.get_args(leaf)[0])
+    return out
 
 
 def decode_error(err: dict[str, Any], body: Any) -> BadRequest:
