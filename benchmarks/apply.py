@@ -12,7 +12,15 @@ them; default ``shared/data/commits``), write lazy sketches with two independent
   lazy: many marker spellings, no leading (trailing) marker when the edit starts (ends) the
   file, deletions by omission or by a ``remove`` comment, whole definitions, class rewrites
   with markers inside bodies, new imports with no context, trailing whitespace, markers at
-  another indentation.
+  another indentation;
+* ``outline`` (also ``third``): ``make_outline_sketch`` in the same module, a third style
+  written for issue 36 and kept out of the applier's tuning: one line of context above a
+  change (below only to close a deletion), a definition's header alone, sibling definitions
+  as an outline with elided bodies, blank lines next to markers left out, its own marker
+  wordings and after-the-fact deletion notes.
+
+``--generator both`` is ``lines`` and ``frontier`` (the two the applier was developed on);
+``all`` adds ``outline``.
 
 The expected answer is always the committed file.
 
@@ -53,7 +61,8 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specialists.apply.sketch_styles import make_frontier_sketch  # noqa: E402
+from specialists.apply.sketch_styles import (OUTLINE_KINDS, make_frontier_sketch,  # noqa: E402
+                                             make_outline_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
@@ -80,6 +89,7 @@ class Case:
 
 
 GENERATORS = ("lines", "frontier")
+ALL_GENERATORS = ("lines", "frontier", "outline")
 FRONTIER_KINDS = ("context", "context", "definition", "inner", "imports")
 
 
@@ -115,6 +125,20 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
                 if sk.changed:
                     yield Case(sketch=sk.text, label=sk.label, k=sk.context, noise=sk.noise,
                                generator="frontier", kind=f"{sk.kind}/{sk.deletions}", **common)
+        if "outline" in generators:
+            rng = random.Random(seed * 1_000_037 + n + 11)
+            for kind in OUTLINE_KINDS:
+                osk = make_outline_sketch(row["before"], row["after"], row["language"], rng, kind)
+                if osk.changed:
+                    yield Case(sketch=osk.text, label=osk.label, k=osk.kind, noise=osk.noise,
+                               generator="outline", kind=f"{osk.kind}/{osk.deletions}", **common)
+
+
+def generator_names(choice: str) -> tuple[str, ...]:
+    """The generators ``--generator`` names: ``both`` the two the applier was developed on,
+    ``all`` those and the third, ``third`` the third (``outline``)."""
+    return {"both": GENERATORS, "all": ALL_GENERATORS, "third": ("outline",)}.get(
+        choice, (choice,))
 
 
 def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random) -> Iterator[Case]:
@@ -267,7 +291,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("data", nargs="*", type=Path,
                         default=[ROOT.parent / "shared" / "data" / "commits"],
                         help="*.jsonl.gz commit histories, or folders of them")
-    parser.add_argument("--generator", choices=("lines", "frontier", "both"), default="both")
+    parser.add_argument("--generator", default="both",
+                        choices=("lines", "frontier", "outline", "third", "both", "all"),
+                        help="both: lines and frontier; all: and outline (third: outline)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -295,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seen_commits: set[int] = set()
     failures = args.failures.open("w") if args.failures else None
 
-    generators = GENERATORS if args.generator == "both" else (args.generator,)
+    generators = generator_names(args.generator)
     for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
         key = id(case.after)
         if key not in token_cache:
