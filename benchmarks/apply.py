@@ -65,6 +65,8 @@ from specialists.apply.sketch_styles import (OUTLINE_KINDS, make_frontier_sketch
                                              make_outline_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
+from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
+from specialists.apply.scorer import default_scorer  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
 
 MORPH_TOKENS_PER_S = 10_500
@@ -300,6 +302,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="write each wrong or abstained case here (JSON lines)")
     parser.add_argument("--speculative", type=int, default=0, metavar="RUNS",
                         help="also time speculative edits vs greedy on a tiny model, RUNS decodes")
+    parser.add_argument("--reading-search", action="store_true",
+                        help="issue 36: the reading search and learned scorer "
+                             "(ApplyOptions.reading_search); also prints its risk-coverage curve")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="the scorer's threshold (default: the one shipped with its weights)")
+    parser.add_argument("--curve-png", type=Path, default=None,
+                        help="with --reading-search: draw the risk-coverage curve here")
     parser.add_argument("--fallback", type=Path, default=None, metavar="DIR",
                         help="run the learned fallback (train_fallback's DIR) on every abstain")
     args = parser.parse_args(argv)
@@ -309,6 +318,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         meter = FallbackMeter(args.fallback)
 
+    options = ApplyOptions(reading_search=args.reading_search, scorer_threshold=0.0)
+    threshold = args.threshold
+    if args.reading_search and threshold is None:
+        threshold = default_scorer().threshold
+    curve_points: list[tuple[str, float, bool, bool]] = []
     enc = tokenizer()
     warm()  # the applier's compiled kernels, loaded once as a server does (not timed)
     token_cache: dict[int, int] = {}
@@ -334,8 +348,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tokens_sketch += len(enc.encode(case.sketch, disallowed_special=()))
 
         started = time.perf_counter()
-        result = apply_sketch(case.before, case.sketch, language=case.language, path=case.path)
+        result = apply_sketch(case.before, case.sketch, language=case.language, path=case.path,
+                              options=options)
         elapsed = time.perf_counter() - started
+        if options.reading_search:
+            # run at threshold 0 (the search and the score cost the same at any threshold):
+            # the shipped threshold's answers are those whose probability reaches it
+            p = result.stats.get("scorer_probability")
+            if p is not None:
+                curve_points.append((case.generator, p, result.applied and result.merged == case.after,
+                                     result.applied and normalise(result.merged or "") == normalise(case.after)))
+                if result.applied and p < threshold:
+                    result = ApplyResult("abstained", reason="scorer below threshold",
+                                         path=case.path, confidence=p)
         started = time.perf_counter()
         base = baseline_apply(case.before, case.sketch)
         baseline_seconds += time.perf_counter() - started
@@ -443,11 +468,67 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if summary["baseline_tokens_per_s"] else 0.0
     summary["by_generator"] = {g: generator_summary(g, stats) for g in generators}
     print_side_by_side(summary["by_generator"])
+    if args.reading_search:
+        summary["reading_search"] = {"threshold": threshold,
+                                     "risk_coverage": risk_coverage(curve_points, generators)}
+        print_risk_coverage(summary["reading_search"]["risk_coverage"], threshold)
+        if args.curve_png:
+            draw_risk_coverage(summary["reading_search"]["risk_coverage"], threshold, args.curve_png)
     if meter is not None:
         summary["fallback"] = meter.summary(tokens_per_s)
         meter.print_table(summary["fallback"])
     print(json.dumps(summary))
     return summary
+
+
+CURVE_THRESHOLDS = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
+
+
+def risk_coverage(points: list[tuple[str, float, bool, bool]],
+                  generators: tuple[str, ...]) -> dict[str, list[dict[str, float]]]:
+    """Per generator, at each threshold: exact, abstain and silent-wrong rates over the
+    sketches the search scored (``points``: generator, probability, exact, exact up to
+    whitespace)."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for g in generators:
+        rows = [pt for pt in points if pt[0] == g]
+        n = max(len(rows), 1)
+        out[g] = []
+        for t in CURVE_THRESHOLDS:
+            answered = [pt for pt in rows if pt[1] >= t and pt[1] > 0]
+            out[g].append({"threshold": t, "n": len(rows),
+                           "exact": round(sum(pt[2] for pt in answered) / n, 4),
+                           "abstain": round(1 - len(answered) / n, 4),
+                           "silent_wrong": round(sum(not pt[3] for pt in answered) / n, 4)})
+    return out
+
+
+def print_risk_coverage(curve: dict[str, list[dict[str, float]]], threshold: float) -> None:
+    print(f"\nrisk-coverage (shipped threshold {threshold}): threshold  "
+          + "  ".join(f"{g}: exact/abstain/silent_wrong" for g in curve), file=sys.stderr)
+    for i, t in enumerate(CURVE_THRESHOLDS):
+        cells = [f"{c[i]['exact']}/{c[i]['abstain']}/{c[i]['silent_wrong']}" for c in curve.values()]
+        print(f"  {t:<6}" + "".join(f"{cell:>28s}" for cell in cells), file=sys.stderr)
+
+
+def draw_risk_coverage(curve: dict[str, list[dict[str, float]]], threshold: float,
+                       path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for g, rows in curve.items():
+        ax.plot([r["abstain"] for r in rows], [100 * r["silent_wrong"] for r in rows], "o-",
+                label=g, markersize=3)
+    ax.axhline(0.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("abstain rate")
+    ax.set_ylabel("silent wrong (% of sketches)")
+    ax.set_title(f"reading search + learned score (shipped threshold {threshold})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def _scores(s: Counter[str], u: Counter[str] | None = None,
