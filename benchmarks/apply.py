@@ -307,6 +307,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "(ApplyOptions.reading_search); also prints its risk-coverage curve")
     parser.add_argument("--threshold", type=float, default=None,
                         help="the scorer's threshold (default: the one shipped with its weights)")
+    parser.add_argument("--rules-threshold", type=float, default=None,
+                        help="the scorer's threshold for the rules' own answers (default: shipped)")
     parser.add_argument("--curve-png", type=Path, default=None,
                         help="with --reading-search: draw the risk-coverage curve here")
     parser.add_argument("--fallback", type=Path, default=None, metavar="DIR",
@@ -322,7 +324,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     threshold = args.threshold
     if args.reading_search and threshold is None:
         threshold = default_scorer().threshold
-    curve_points: list[tuple[str, float, bool, bool]] = []
+    rules_threshold = args.rules_threshold
+    if args.reading_search and rules_threshold is None:
+        rules_threshold = default_scorer().rules_threshold
+    curve_points: list[tuple[str, float, bool, bool, bool]] = []
     enc = tokenizer()
     warm()  # the applier's compiled kernels, loaded once as a server does (not timed)
     token_cache: dict[int, int] = {}
@@ -356,9 +361,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # the shipped threshold's answers are those whose probability reaches it
             p = result.stats.get("scorer_probability")
             if p is not None:
+                from_rules = result.stats.get("rules_status") == "applied"
                 curve_points.append((case.generator, p, result.applied and result.merged == case.after,
-                                     result.applied and normalise(result.merged or "") == normalise(case.after)))
-                if result.applied and p < threshold:
+                                     result.applied and normalise(result.merged or "") == normalise(case.after),
+                                     from_rules))
+                if result.applied and p < (rules_threshold if from_rules else threshold):
                     result = ApplyResult("abstained", reason="scorer below threshold",
                                          path=case.path, confidence=p)
         started = time.perf_counter()
@@ -469,9 +476,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary["by_generator"] = {g: generator_summary(g, stats) for g in generators}
     print_side_by_side(summary["by_generator"])
     if args.reading_search:
-        summary["reading_search"] = {"threshold": threshold,
-                                     "risk_coverage": risk_coverage(curve_points, generators)}
+        summary["reading_search"] = {
+            "threshold": threshold, "rules_threshold": rules_threshold,
+            "risk_coverage": risk_coverage(curve_points, generators, rules_threshold),
+            "risk_coverage_one_threshold": risk_coverage(curve_points, generators, None)}
         print_risk_coverage(summary["reading_search"]["risk_coverage"], threshold)
+        print("one threshold for every answer, the rules' too:", file=sys.stderr)
+        print_risk_coverage(summary["reading_search"]["risk_coverage_one_threshold"], threshold)
         if args.curve_png:
             draw_risk_coverage(summary["reading_search"]["risk_coverage"], threshold, args.curve_png)
     if meter is not None:
@@ -484,18 +495,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 CURVE_THRESHOLDS = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
 
 
-def risk_coverage(points: list[tuple[str, float, bool, bool]],
-                  generators: tuple[str, ...]) -> dict[str, list[dict[str, float]]]:
-    """Per generator, at each threshold: exact, abstain and silent-wrong rates over the
-    sketches the search scored (``points``: generator, probability, exact, exact up to
-    whitespace)."""
+def risk_coverage(points: list[tuple[str, float, bool, bool, bool]], generators: tuple[str, ...],
+                  rules_threshold: float | None) -> dict[str, list[dict[str, float]]]:
+    """Per generator, at each threshold for searched readings: exact, abstain and
+    silent-wrong rates over the sketches the search scored (``points``: generator,
+    probability, exact, exact up to whitespace, the rules' own answer). The rules' answers
+    stand at ``rules_threshold``, or at the same threshold when it is ``None``."""
     out: dict[str, list[dict[str, float]]] = {}
     for g in generators:
         rows = [pt for pt in points if pt[0] == g]
         n = max(len(rows), 1)
         out[g] = []
         for t in CURVE_THRESHOLDS:
-            answered = [pt for pt in rows if pt[1] >= t and pt[1] > 0]
+            answered = [pt for pt in rows if pt[1] > 0 and pt[1] >= (
+                rules_threshold if pt[4] and rules_threshold is not None else t)]
             out[g].append({"threshold": t, "n": len(rows),
                            "exact": round(sum(pt[2] for pt in answered) / n, 4),
                            "abstain": round(1 - len(answered) / n, 4),
