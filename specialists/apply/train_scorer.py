@@ -108,6 +108,7 @@ def sketch_rows(row: dict[str, Any], n: int, options: ApplyOptions) -> Iterator[
             "rules_exact": bool(rules.applied and rules.merged == after),
             "rules_ws": bool(rules.applied and _normalised(rules.merged or "") == want),
             "rules_applied": rules.applied,
+            "rules_reason": rules.reason,
             "x": [features(c, found, n_readings) for c in found.candidates],
             "y": [c.text == after for c in found.candidates],
             "ws": [_normalised(c.text) == want for c in found.candidates],
