@@ -44,8 +44,8 @@ class ApplyOptions:
     it is the intended file reaches ``scorer_threshold`` (``scorer``)."""
     scorer_threshold: float | None = None
     """The abstain threshold on that probability for a searched reading (where the rules
-    abstained); ``None``: the one shipped with the weights (chosen on development sketches
-    for silent wrong under 0.5%)."""
+    abstained); ``None``: the one shipped with the weights (chosen on development sketches:
+    ``train_scorer``)."""
     scorer_rules_threshold: float | None = None
     """The same for the rules' own answer; ``None``: the shipped one."""
 

@@ -6,8 +6,9 @@ file the sketch means (up to whitespace). The best candidate is answered when th
 probability reaches the threshold — one for the rules' own answer
 (``ApplyOptions.scorer_rules_threshold``), one for a reading the search found where the rules
 abstained (``ApplyOptions.scorer_threshold``); by default the two shipped with the weights,
-chosen together on development sketches for a silent-wrong rate under 0.5% on each
-development generator — otherwise the applier abstains.
+chosen together on development sketches (``train_scorer``: the most exact answers with each
+development generator's silent-wrong rate under 0.5%, or, where no pair reaches that, no
+higher than the rules' own) — otherwise the applier abstains.
 
 The weights ship as ``scorer_weights.json`` beside this module: the feature names (they must
 be ``search.FEATURES``, in order), the coefficients, the threshold, and how they were made.
