@@ -12,7 +12,15 @@ them; default ``shared/data/commits``), write lazy sketches with two independent
   lazy: many marker spellings, no leading (trailing) marker when the edit starts (ends) the
   file, deletions by omission or by a ``remove`` comment, whole definitions, class rewrites
   with markers inside bodies, new imports with no context, trailing whitespace, markers at
-  another indentation.
+  another indentation;
+* ``outline`` (also ``third``): ``make_outline_sketch`` in the same module, a third style
+  written for issue 36 and kept out of the applier's tuning: one line of context above a
+  change (below only to close a deletion), a definition's header alone, sibling definitions
+  as an outline with elided bodies, blank lines next to markers left out, its own marker
+  wordings and after-the-fact deletion notes.
+
+``--generator both`` is ``lines`` and ``frontier`` (the two the applier was developed on);
+``all`` adds ``outline``.
 
 The expected answer is always the committed file.
 
@@ -53,9 +61,12 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specialists.apply.sketch_styles import make_frontier_sketch  # noqa: E402
+from specialists.apply.sketch_styles import (OUTLINE_KINDS, make_frontier_sketch,  # noqa: E402
+                                             make_outline_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
+from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
+from specialists.apply.scorer import default_scorer  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
 
 MORPH_TOKENS_PER_S = 10_500
@@ -80,6 +91,7 @@ class Case:
 
 
 GENERATORS = ("lines", "frontier")
+ALL_GENERATORS = ("lines", "frontier", "outline")
 FRONTIER_KINDS = ("context", "context", "definition", "inner", "imports")
 
 
@@ -115,6 +127,20 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
                 if sk.changed:
                     yield Case(sketch=sk.text, label=sk.label, k=sk.context, noise=sk.noise,
                                generator="frontier", kind=f"{sk.kind}/{sk.deletions}", **common)
+        if "outline" in generators:
+            rng = random.Random(seed * 1_000_037 + n + 11)
+            for kind in OUTLINE_KINDS:
+                osk = make_outline_sketch(row["before"], row["after"], row["language"], rng, kind)
+                if osk.changed:
+                    yield Case(sketch=osk.text, label=osk.label, k=osk.kind, noise=osk.noise,
+                               generator="outline", kind=f"{osk.kind}/{osk.deletions}", **common)
+
+
+def generator_names(choice: str) -> tuple[str, ...]:
+    """The generators ``--generator`` names: ``both`` the two the applier was developed on,
+    ``all`` those and the third, ``third`` the third (``outline``)."""
+    return {"both": GENERATORS, "all": ALL_GENERATORS, "third": ("outline",)}.get(
+        choice, (choice,))
 
 
 def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random) -> Iterator[Case]:
@@ -267,13 +293,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("data", nargs="*", type=Path,
                         default=[ROOT.parent / "shared" / "data" / "commits"],
                         help="*.jsonl.gz commit histories, or folders of them")
-    parser.add_argument("--generator", choices=("lines", "frontier", "both"), default="both")
+    parser.add_argument("--generator", default="both",
+                        choices=("lines", "frontier", "outline", "third", "both", "all"),
+                        help="both: lines and frontier; all: and outline (third: outline)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
                         help="write each wrong or abstained case here (JSON lines)")
     parser.add_argument("--speculative", type=int, default=0, metavar="RUNS",
                         help="also time speculative edits vs greedy on a tiny model, RUNS decodes")
+    parser.add_argument("--reading-search", action="store_true",
+                        help="issue 36: the reading search and learned scorer "
+                             "(ApplyOptions.reading_search); also prints its risk-coverage curve")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="the scorer's threshold (default: the one shipped with its weights)")
+    parser.add_argument("--rules-threshold", type=float, default=None,
+                        help="the scorer's threshold for the rules' own answers (default: shipped)")
+    parser.add_argument("--curve-png", type=Path, default=None,
+                        help="with --reading-search: draw the risk-coverage curve here")
     parser.add_argument("--fallback", type=Path, default=None, metavar="DIR",
                         help="run the learned fallback (train_fallback's DIR) on every abstain")
     args = parser.parse_args(argv)
@@ -283,6 +320,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         meter = FallbackMeter(args.fallback)
 
+    options = ApplyOptions(reading_search=args.reading_search, scorer_threshold=0.0)
+    threshold = args.threshold
+    if args.reading_search and threshold is None:
+        threshold = default_scorer().threshold
+    rules_threshold = args.rules_threshold
+    if args.reading_search and rules_threshold is None:
+        rules_threshold = default_scorer().rules_threshold
+    curve_points: list[tuple[str, float, bool, bool, bool]] = []
     enc = tokenizer()
     warm()  # the applier's compiled kernels, loaded once as a server does (not timed)
     token_cache: dict[int, int] = {}
@@ -295,7 +340,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seen_commits: set[int] = set()
     failures = args.failures.open("w") if args.failures else None
 
-    generators = GENERATORS if args.generator == "both" else (args.generator,)
+    generators = generator_names(args.generator)
     for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
         key = id(case.after)
         if key not in token_cache:
@@ -308,8 +353,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tokens_sketch += len(enc.encode(case.sketch, disallowed_special=()))
 
         started = time.perf_counter()
-        result = apply_sketch(case.before, case.sketch, language=case.language, path=case.path)
+        result = apply_sketch(case.before, case.sketch, language=case.language, path=case.path,
+                              options=options)
         elapsed = time.perf_counter() - started
+        if options.reading_search:
+            # run at threshold 0 (the search and the score cost the same at any threshold):
+            # the shipped threshold's answers are those whose probability reaches it
+            p = result.stats.get("scorer_probability")
+            if p is not None:
+                from_rules = result.stats.get("rules_status") == "applied"
+                curve_points.append((case.generator, p, result.applied and result.merged == case.after,
+                                     result.applied and normalise(result.merged or "") == normalise(case.after),
+                                     from_rules))
+                if result.applied and p < (rules_threshold if from_rules else threshold):
+                    result = ApplyResult("abstained", reason="scorer below threshold",
+                                         path=case.path, confidence=p)
         started = time.perf_counter()
         base = baseline_apply(case.before, case.sketch)
         baseline_seconds += time.perf_counter() - started
@@ -417,11 +475,73 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if summary["baseline_tokens_per_s"] else 0.0
     summary["by_generator"] = {g: generator_summary(g, stats) for g in generators}
     print_side_by_side(summary["by_generator"])
+    if args.reading_search:
+        summary["reading_search"] = {
+            "threshold": threshold, "rules_threshold": rules_threshold,
+            "risk_coverage": risk_coverage(curve_points, generators, rules_threshold),
+            "risk_coverage_one_threshold": risk_coverage(curve_points, generators, None)}
+        print_risk_coverage(summary["reading_search"]["risk_coverage"], threshold)
+        print("one threshold for every answer, the rules' too:", file=sys.stderr)
+        print_risk_coverage(summary["reading_search"]["risk_coverage_one_threshold"], threshold)
+        if args.curve_png:
+            draw_risk_coverage(summary["reading_search"]["risk_coverage"], threshold, args.curve_png)
     if meter is not None:
         summary["fallback"] = meter.summary(tokens_per_s)
         meter.print_table(summary["fallback"])
     print(json.dumps(summary))
     return summary
+
+
+CURVE_THRESHOLDS = (0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.93, 0.95, 0.97, 0.98, 0.99, 0.995)
+
+
+def risk_coverage(points: list[tuple[str, float, bool, bool, bool]], generators: tuple[str, ...],
+                  rules_threshold: float | None) -> dict[str, list[dict[str, float]]]:
+    """Per generator, at each threshold for searched readings: exact, abstain and
+    silent-wrong rates over the sketches the search scored (``points``: generator,
+    probability, exact, exact up to whitespace, the rules' own answer). The rules' answers
+    stand at ``rules_threshold``, or at the same threshold when it is ``None``."""
+    out: dict[str, list[dict[str, float]]] = {}
+    for g in generators:
+        rows = [pt for pt in points if pt[0] == g]
+        n = max(len(rows), 1)
+        out[g] = []
+        for t in CURVE_THRESHOLDS:
+            answered = [pt for pt in rows if pt[1] > 0 and pt[1] >= (
+                rules_threshold if pt[4] and rules_threshold is not None else t)]
+            out[g].append({"threshold": t, "n": len(rows),
+                           "exact": round(sum(pt[2] for pt in answered) / n, 4),
+                           "abstain": round(1 - len(answered) / n, 4),
+                           "silent_wrong": round(sum(not pt[3] for pt in answered) / n, 4)})
+    return out
+
+
+def print_risk_coverage(curve: dict[str, list[dict[str, float]]], threshold: float) -> None:
+    print(f"\nrisk-coverage (shipped threshold {threshold}): threshold  "
+          + "  ".join(f"{g}: exact/abstain/silent_wrong" for g in curve), file=sys.stderr)
+    for i, t in enumerate(CURVE_THRESHOLDS):
+        cells = [f"{c[i]['exact']}/{c[i]['abstain']}/{c[i]['silent_wrong']}" for c in curve.values()]
+        print(f"  {t:<6}" + "".join(f"{cell:>28s}" for cell in cells), file=sys.stderr)
+
+
+def draw_risk_coverage(curve: dict[str, list[dict[str, float]]], threshold: float,
+                       path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for g, rows in curve.items():
+        ax.plot([r["abstain"] for r in rows], [100 * r["silent_wrong"] for r in rows], "o-",
+                label=g, markersize=3)
+    ax.axhline(0.5, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xlabel("abstain rate")
+    ax.set_ylabel("silent wrong (% of sketches)")
+    ax.set_title(f"reading search + learned score (shipped threshold {threshold})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def _scores(s: Counter[str], u: Counter[str] | None = None,

@@ -12,6 +12,8 @@ from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.languages import language_for_path
 from specialists.apply.merge import merge
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
+from specialists.apply.scorer import choose, default_scorer
+from specialists.apply.search import search
 from specialists.apply.text import split_lines
 
 __all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff", "warm"]
@@ -61,6 +63,8 @@ def apply_sketch(
     except RecursionError as exc:  # pragma: no cover - defensive: a clear answer, not a crash
         log.exception("applier failed on %s", path)
         result = ApplyResult("abstained", reason=f"internal error: {exc}", path=path, confidence=0.0)
+    if opts.reading_search and _searchable(original, sketch, opts):
+        result = _scored(original, sketch, language, path, opts, result)
     result.stats["seconds"] = time.perf_counter() - started
     result.stats["language"] = language
     return result
@@ -106,6 +110,56 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
         confidence = min(confidence, 0.9)
     return ApplyResult("applied", merged=merged.text(), diff=diff, path=path,
                        confidence=confidence, stats=stats)
+
+
+def _searchable(original: str, sketch: str, opts: ApplyOptions) -> bool:
+    """Input the search can read (what ``_apply`` refuses before reading stays refused)."""
+    return (isinstance(original, str) and isinstance(sketch, str) and bool(original.strip())
+            and bool(sketch.strip()) and "\x00" not in original[:8192]
+            and "\x00" not in sketch[:8192] and original.count("\n") <= opts.max_lines
+            and sketch.count("\n") <= opts.max_lines)
+
+
+def _scored(original: str, sketch: str, language: str | None, path: str | None,
+            opts: ApplyOptions, rules: ApplyResult) -> ApplyResult:
+    """The reading search and the learned score (issue 36): the best candidate file when its
+    probability of being the intended one reaches the threshold, else an abstain that says
+    so (the rules' own reason kept in ``stats``)."""
+    scorer = default_scorer()
+    found = search(original, sketch, language, opts, rules.merged if rules.applied else None,
+                   rules.reason, rules.stats)
+    best, p = choose(found, scorer)
+    if rules.applied:
+        threshold = (opts.scorer_rules_threshold if opts.scorer_rules_threshold is not None
+                     else scorer.rules_threshold)
+    else:
+        threshold = opts.scorer_threshold if opts.scorer_threshold is not None else scorer.threshold
+    stats = {"scorer_probability": round(p, 4), "scorer_threshold": threshold,
+             "candidates": len(found.candidates), "rules_status": rules.status}
+    if best is None or p < threshold:
+        reason = rules.reason if not rules.applied else None
+        why = (f"no reading of the sketch is likely enough to be the intended file "
+               f"(best {p:.2f} < {threshold:.2f})")
+        out = ApplyResult("abstained", reason=f"{why}; {reason}" if reason else why,
+                          span=rules.span, path=path, confidence=p)
+        out.stats.update(stats)
+        return out
+    if best.rules:
+        rules.confidence = p
+        rules.stats.update(stats)
+        return rules
+    o = split_lines(original)
+    ops = opcodes(best.origin, len(o.raw))
+    diff = unified_diff(o.raw, best.lines, ops, path or "file", o.final_newline,
+                        best.final_newline)
+    if not diff:
+        return rules
+    stats.update(readings=list(best.readings), rules_reason=rules.reason,
+                 fuzzy_placements=best.fuzzy, blank_guesses=best.blank_guesses,
+                 deleted_by_context=best.deleted_by_context,
+                 deleted_by_remove=best.deleted_by_remove)
+    return ApplyResult("applied", merged=best.text, diff=diff, path=path, confidence=p,
+                       stats=stats)
 
 
 def _new_file(original: str, sketch: str, path: str | None) -> ApplyResult:

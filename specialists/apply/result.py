@@ -38,6 +38,16 @@ class ApplyOptions:
     different files (roughly doubles the time per merge)."""
     max_lines: int = 200_000
     """Abstain on larger inputs instead of spending unbounded time."""
+    reading_search: bool = False
+    """Issue 36: where the rules abstain, search the other readings of the sketch, and answer
+    any file (the rules' or a searched one) only when the learned scorer's probability that
+    it is the intended file reaches ``scorer_threshold`` (``scorer``)."""
+    scorer_threshold: float | None = None
+    """The abstain threshold on that probability for a searched reading (where the rules
+    abstained); ``None``: the one shipped with the weights (chosen on development sketches:
+    ``train_scorer``)."""
+    scorer_rules_threshold: float | None = None
+    """The same for the rules' own answer; ``None``: the shipped one."""
 
 
 @dataclass

@@ -35,7 +35,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["FrontierSketch", "KINDS", "make_frontier_sketch"]
+__all__ = ["FrontierSketch", "KINDS", "OUTLINE_KINDS", "OutlineSketch", "make_frontier_sketch",
+           "make_outline_sketch"]
 
 KINDS = ("context", "definition", "inner", "imports")
 
@@ -338,3 +339,230 @@ def make_frontier_sketch(before: str, after: str, language: str, rng: random.Ran
     return FrontierSketch(text=text, label=label, kind=kind, context=context_key, noise=noise,
                           deletions=used_deletions, leading_marker=leading,
                           trailing_marker=trailing, changed=True)
+
+
+# ---- a third style: terse outlines (issue 36) ---------------------------------------------
+#
+# Written for issue 36 before any change to the applier and kept out of its tuning: the
+# applier's figures on it are measured at the start and at the end only. It differs from
+# both generators above in what it shows and how it elides:
+#
+# * ``above``: each change with one line of text above it and none below, unless the change
+#   deletes or replaces lines (then one line of text below too, to close the deletion);
+# * ``signature``: each change inside a definition with that definition's header line only
+#   (no decorator, no closing brace), a marker, one line of text on each side of the change;
+# * ``outline``: the changed definition whole and its sibling definitions as an outline,
+#   each sibling's header with its body elided by a marker (and its closing brace in brace
+#   languages), code between the siblings elided too;
+# * blank lines next to a marker are never shown (the marker stands for them);
+# * its own marker wordings (``... snip ...``, ``[... unchanged ...]``, ``<existing code>``,
+#   ``... (N lines unchanged) ...``), some of which no rule of the applier was written for;
+#   a marker at the indentation of the line above it, or of the first line it stands for;
+# * deletions by omission, or, for a whole definition, a note after the fact
+#   (``# foo removed``, which no ``remove`` rule reads);
+# * noise: no trailing marker although the file goes on, or two marker lines in a row.
+
+OUTLINE_KINDS = ("above", "signature", "outline")
+_OUTLINE_WORDINGS = (
+    "... snip ...", "[... unchanged ...]", "<existing code>", "... ({n} lines unchanged) ...",
+    "... same as before ...", "... keep as is ...", "...unchanged...", "(rest unchanged)",
+    "... more code ...", "... (existing implementation) ...", "... (omitted for brevity) ...",
+    "existing code here", "…", "... as before ...",
+)
+_OUTLINE_BODY = ("... body unchanged ...", "... implementation ...", "...", "... unchanged ...",
+                 "[body omitted]")
+_OUTLINE_NOTES = ("{name} removed", "{name}() was removed", "(deleted {name})", "dropped {name}")
+
+
+@dataclass
+class OutlineSketch:
+    text: str
+    label: str  # "unique" or "ambiguous"
+    kind: str  # one of OUTLINE_KINDS
+    noise: str  # "none", "no_trailing_marker", "double_marker"
+    deletions: str  # "none", "omission", "note"
+    changed: bool
+
+
+def _siblings(alines: list[str], h: int, language: str) -> list[tuple[int, int]]:
+    """(header, end) of the definitions at line h's indentation in its container (the
+    enclosing definition's body, or the file's top level), in order."""
+    width = _indent(alines[h])
+    lo, hi = 0, len(alines)
+    outer = _definition_range(alines, h - 1, language) if h > 0 and width else None
+    if outer is not None and outer[0] < h < outer[1]:
+        lo, hi = outer[0] + 1, outer[1]
+    out = []
+    j = lo
+    while j < hi:
+        line = alines[j]
+        if line.strip() and _indent(line) == width and _def_name(line, language):
+            end = _block_end(alines, j, language)
+            out.append((j, max(end, j + 1)))
+            j = max(end, j + 1)
+            continue
+        j += 1
+    return out
+
+
+def make_outline_sketch(before: str, after: str, language: str, rng: random.Random,
+                        kind: str | None = None) -> OutlineSketch:
+    """A lazy sketch of ``before`` -> ``after`` in the terse-outline style (see above)."""
+    blines, _ = _split(before)
+    alines, final_nl = _split(after)
+    n = len(alines)
+    kind = kind or rng.choice(OUTLINE_KINDS)
+    noise = rng.choices(("none", "no_trailing_marker", "double_marker"), weights=(7, 2, 1))[0]
+    note_deletions = rng.random() < 0.3
+    mixed = rng.random() < 0.3
+    wording = rng.choice(_OUTLINE_WORDINGS)
+    marker_at_above = rng.random() < 0.5
+    nothing = OutlineSketch("", "ambiguous", kind, noise, "none", False)
+
+    ops = _opcodes(blines, alines)
+    new_after: set[int] = set()
+    regions: list[tuple[str, int, int]] = []
+    for tag, i1, i2, j1, j2 in ops:
+        if tag != "equal":
+            regions.append((tag, j1, j2))
+            new_after.update(range(j1, j2))
+    if before.endswith("\n") != after.endswith("\n") and n:
+        new_after.add(n - 1)
+        regions.append(("replace", n - 1, n))
+    if not regions or not n:
+        return nothing
+
+    shown: set[int] = set(new_after)
+
+    def text_above(j: int) -> None:
+        a = j - 1
+        while a >= 0:
+            shown.add(a)
+            if alines[a].strip():
+                return
+            a -= 1
+
+    def text_below(j: int) -> None:
+        b = j
+        while b < n:
+            shown.add(b)
+            if alines[b].strip():
+                return
+            b += 1
+
+    notes: dict[int, str] = {}
+    used_deletions = "none"
+    for tag, j1, j2 in regions:
+        text_above(j1)
+        if tag in ("delete", "replace"):
+            text_below(j2)
+    for tag, i1, i2, j1, j2 in ops:
+        if tag != "delete":
+            continue
+        gone = [line for line in blines[i1:i2] if line.strip()]
+        top = min((_indent(x) for x in gone), default=0)
+        heads = [line for line in gone if _indent(line) == top]
+        name = _def_name(heads[0], language) if heads else None
+        whole = name is not None and all(
+            _def_name(x, language) == name or x.strip()[:1] in "})]@" for x in heads)
+        if note_deletions and whole and j1 < n:
+            notes[j1] = name or ""
+            used_deletions = "note"
+        elif used_deletions == "none":
+            used_deletions = "omission"
+
+    if kind in ("signature", "outline"):
+        for _, j1, j2 in regions:
+            found = _definition_range(alines, min(j1, n - 1), language)
+            if found is None:
+                continue
+            h, end = found
+            if kind == "signature" or end - h > 60:
+                shown.add(h)
+                continue
+            shown.update(range(h, end))
+            for sh, send in _siblings(alines, h, language):
+                if abs(sh - h) > 400 or sh == h:
+                    continue
+                shown.add(sh)
+                last = alines[send - 1].strip() if send - 1 > sh else ""
+                if language != "python" and last[:1] in "})]":
+                    shown.add(send - 1)
+
+    # blank lines next to an elided run are the marker's, unless the commit wrote them
+    order = sorted(j for j in shown if 0 <= j < n)
+    if not order:
+        return nothing
+    keep = set(order)
+    changed_edges = True
+    while changed_edges:
+        changed_edges = False
+        for j in sorted(keep):
+            if alines[j].strip() or j in new_after:
+                continue
+            lo_gap = j > 0 and (j - 1) not in keep
+            hi_gap = j < n - 1 and (j + 1) not in keep
+            if lo_gap or hi_gap:
+                keep.discard(j)
+                changed_edges = True
+    order = sorted(keep)
+    if not order:
+        return nothing
+
+    bcount = Counter(line.strip() for line in blines)
+
+    def anchor_ok(j: int) -> bool:
+        return j not in new_after and bool(alines[j].strip()) and bcount[alines[j].strip()] == 1
+
+    def marker_for(gap_lo: int, gap_hi: int, above: int) -> list[str]:
+        first = next((alines[j] for j in range(gap_lo, gap_hi) if alines[j].strip()), "")
+        ind = first[:_indent(first)]
+        if marker_at_above and above >= 0:
+            ind = alines[above][:_indent(alines[above])]
+        word = rng.choice(_OUTLINE_WORDINGS) if mixed else wording
+        if kind == "outline" and above >= 0 and _def_name(alines[above], language) \
+                and gap_hi - gap_lo > 1:
+            word = rng.choice(_OUTLINE_BODY)
+            ind = first[:_indent(first)]
+        word = word.replace("{n}", str(gap_hi - gap_lo))
+        if language != "python" and word == "…":
+            line = ind + "…"
+        else:
+            line = f"{ind}{_comment(language)} {word}"
+        out = [line]
+        if noise == "double_marker" and rng.random() < 0.5:
+            out.append(f"{ind}{_comment(language)} ...")
+        return out
+
+    label = "unique"
+    out: list[str] = []
+    prev = -1
+    for j in order:
+        if j > prev + 1:
+            if prev >= 0 and not anchor_ok(prev):
+                label = "ambiguous"
+            if not anchor_ok(j):
+                label = "ambiguous"
+            out += marker_for(prev + 1, j, prev)
+        if j in notes:  # where the definition was
+            ind = alines[j][:_indent(alines[j])] if alines[j].strip() else ""
+            out.append(f"{ind}{_comment(language)} "
+                       + rng.choice(_OUTLINE_NOTES).format(name=notes[j]))
+            label = "ambiguous"
+        out.append(alines[j])
+        prev = j
+    trailing = prev < n - 1
+    if trailing:
+        if not anchor_ok(prev):
+            label = "ambiguous"
+        if noise != "no_trailing_marker":
+            out += marker_for(prev + 1, n, prev)
+        else:
+            label = "ambiguous"
+    elif noise == "no_trailing_marker":
+        noise = "none"
+    text = "\n".join(out)
+    if (trailing and noise != "no_trailing_marker") or final_nl:
+        text += "\n"
+    return OutlineSketch(text=text, label=label, kind=kind, noise=noise,
+                         deletions=used_deletions, changed=True)

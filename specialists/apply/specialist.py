@@ -12,6 +12,9 @@ Config block (every option is a constructor keyword)::
           model: null            # a local HF causal LM path: rewrites the file on an abstain
           model_options: {device: cpu, max_new_tokens: 8192, draft_len: 24}
           fallback: null         # a train_fallback directory: rewrites the regions on an abstain
+          reading_search: false  # issue 36: readings searched where the rules abstain, scored
+          scorer_threshold: null # null: the thresholds shipped with scorer_weights.json
+          scorer_rules_threshold: null
 
 A request is ``{"original", "sketch", "path"?, "language"?}`` or ``{"files": [...]}`` of
 those. The answer's output holds one result per file and the combined diff; the request
@@ -68,6 +71,13 @@ class ApplyOptionsModel(SpecialistOptions):
     """Place a modified line by similarity when exactly one region fits."""
     cross_check: bool = True
     """Apply only when a second, global reading of the sketch gives the same file."""
+    reading_search: bool = False
+    """Issue 36: search the sketch's other readings where the rules abstain, and answer only
+    what a learned scorer finds likely enough (off by default: see BENCHMARKS.md)."""
+    scorer_threshold: float | None = Field(None, ge=0, le=1)
+    """The scorer's threshold for a searched reading (null: the one shipped with its weights)."""
+    scorer_rules_threshold: float | None = Field(None, ge=0, le=1)
+    """The scorer's threshold for the rules' own answer (null: the shipped one)."""
     model: str | None = None
     """A local causal-LM directory: rewrites the file when the rules abstain."""
     model_options: dict[str, Any] | None = None
@@ -96,7 +106,10 @@ class ApplySpecialist(Specialist):
         super().__init__(**{**opts.model_dump(), "model_options": dict(opts.model_options or {})})
         self.apply_options = ApplyOptions(max_delete_share=opts.max_delete_share,
                                           parse_check=opts.parse_check, fuzzy=opts.fuzzy,
-                                          cross_check=opts.cross_check)
+                                          cross_check=opts.cross_check,
+                                          reading_search=opts.reading_search,
+                                          scorer_threshold=opts.scorer_threshold,
+                                          scorer_rules_threshold=opts.scorer_rules_threshold)
         self.model_name = opts.model
         self.model_options = dict(opts.model_options or {})
         self.fallback: Any = None
@@ -107,6 +120,10 @@ class ApplySpecialist(Specialist):
         # the compiled kernels: loaded from numba's cache (about 0.5 CPU s) or compiled on a
         # cold one (several seconds) here, not on the first request
         warm()
+        if self.apply_options.reading_search:
+            from specialists.apply.scorer import default_scorer
+
+            default_scorer()  # a missing or stale weights file fails here, with the command
         if self.region_fallback_path:
             from specialists.apply.fallback import RegionFallback
 
