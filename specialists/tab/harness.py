@@ -11,7 +11,9 @@ training rollout share one feature pass.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +64,8 @@ class ObservationCache:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        # a name of this process's own: runs sharing the file may save at the same time
+        tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "wb") as fh:
             pickle.dump(self._store, fh, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(self.path)
