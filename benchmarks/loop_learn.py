@@ -322,7 +322,7 @@ def measure(steps: list[Step], totals: Totals | None = None) -> dict[str, float]
 
 def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
     """Per kind of person (the population's ``type``): requests, reward per request and its
-    SE with the *edit* as the unit (one person types each edit)."""
+    SE with the *edit* as the unit (one person types each edit), show rate, switch-offs."""
     kinds: dict[str, list[Step]] = {}
     for s in steps:
         kinds.setdefault(getattr(s, "person", ""), []).append(s)
@@ -331,7 +331,9 @@ def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
         edits = per_edit(ss)
         gain, se = paired_gain(None, edits)
         out[kind or "oracle"] = {"requests": len(ss), "reward": round(gain, 5), "edit_se": round(se, 5),
-                                 "edits": len(edits)}
+                                 "edits": len(edits),
+                                 "show_rate": round(sum(s.outcome.shown for s in ss) / max(1, len(ss)), 4),
+                                 "switched_off": sum(s.outcome.switched_off for s in ss)}
     return out
 
 

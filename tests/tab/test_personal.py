@@ -283,3 +283,18 @@ def test_the_live_specialist_computes_and_logs_personal_features() -> None:
     # no session: no history, the features read as zeros (the policy's input without them)
     anon = spec.answer({k: v for k, v in body.items() if k != "session"})
     assert json.loads(anon.meta["features"])["personal"] == []
+
+
+def test_stored_features_keep_the_personal_ones_and_older_events_read_as_zeros() -> None:
+    import json
+
+    from specialists.tab.features import ACTION_FEATURES, features_json, from_features, state_vector
+
+    obs = _real_observations(3)[-1]
+    x = np.arange(len(PERSONAL_FEATURES), dtype=np.float32) / 7
+    stored = json.loads(features_json(obs.with_personal(x)))
+    back = from_features(stored, len(ACTION_FEATURES))
+    assert np.array_equal(back.personal, x) and np.array_equal(state_vector(back)[-len(x):], x)
+    del stored["personal"]  # an event logged before the personal features
+    old = from_features(stored, len(ACTION_FEATURES))
+    assert old.personal is None and not state_vector(old)[-len(x):].any()
