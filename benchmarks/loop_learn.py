@@ -106,29 +106,72 @@ ASK_AFTER_EDIT = False
 shipped policy was trained on and the earlier figures in BENCHMARKS.md were measured with."""
 
 
-WORLD: Any = None
-"""``--population``: a :class:`specialists.tab.users.World`; each edit is typed by the person
-its key names (the same person whenever it comes round). None: the oracle."""
+POPULATION: Any = None
+"""``--population``: a :class:`specialists.tab.users.Population`; each edit is typed by the
+person its key names (the same person whenever it comes round). None: the oracle."""
+PEOPLE = 16
+"""``--people``: how many people the population's world draws."""
+PERSONAL = False
+"""``--personal``: the policy reads the personal features (``specialists.tab.personal``),
+kept per person (the editor session) and project as the server keeps them."""
 
 
-def _person(key: str) -> Any:
-    return WORLD.person(zlib.crc32(key.encode())) if WORLD is not None else None
+def new_world() -> Any:
+    """The population's people with fresh state (patience, random stream): each measurement
+    gets one, so that every version meets the same people making the same draws; a learning
+    run's collection gets one for the whole run (people's state carries on)."""
+    from specialists.tab.users import World
+
+    return World(POPULATION, seed=0, people=PEOPLE) if POPULATION is not None else None
+
+
+def new_tracker() -> Any:
+    from specialists.tab.personal import Tracker
+
+    return Tracker() if PERSONAL else None
+
+
+def person_id(key: str) -> int:
+    """The person (the editor session) who types the edit with this key."""
+    return zlib.crc32(key.encode()) % PEOPLE
+
+
+@dataclass
+class Totals:
+    """What a rollout adds up beside its steps: the characters its edits needed, typed or
+    accepted (up to where each stopped: the unit of characters kept per 1,000 keystrokes),
+    and the requests not made while a person's Tab was off."""
+
+    keystrokes: int = 0
+    tab_off: int = 0
 
 
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
             prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
-            typed: bool = False) -> list[Step]:
+            typed: bool = False, world: Any = None, tracker: Any = None,
+            totals: Totals | None = None) -> list[Step]:
     """Replay ``pairs`` in lockstep (one batched decision per round), each for its first
     ``MAX_PER_PAIR`` requests; ``limit``: stop once that many steps are taken (the last
-    round may overshoot; the caller cuts).
+    round may overshoot; the caller cuts). ``world``: its people type the edits (None: a
+    fresh one of ``--population``, or the oracle); while a person's Tab is off no request
+    is made (no step). ``tracker`` (a :class:`specialists.tab.personal.Tracker`): each
+    observation gets its person's and project's personal features, on a clock per person
+    that runs on with each of their sessions, and each shown outcome is recorded as the
+    server records the feedback (accepted, characters accepted).
 
     For an LM that learns (``--lm``): ``prompt_of`` (:meth:`TabLM._prompt`) keeps the LM's
     prompt at every step it can learn from — its own line shown, or (``typed``) a
     suggestion not accepted where the user went on to type something on the line, which
     ``Step.typed`` then holds (the rest of the line the person typed next)."""
-    sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT, person=_person(pair_key(p))),
-                 pair_key(p)) for p in pairs]
+    if world is None:
+        world = new_world()
+    ids = [person_id(pair_key(p)) for p in pairs]
+    sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT,
+                         person=world.person(pid) if world is not None else None), pair_key(p))
+                for p, pid in zip(pairs, ids)]
+    clocks: dict[int, float] = {}  # each person's own clock, across their sessions
+    seen = [0.0] * len(sessions)  # each session's clock when last read
     active = list(range(len(sessions)))
     steps: list[Step] = []
     rounds = 0
@@ -136,21 +179,38 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
         rounds += 1
         live, reqs = [], []
         for i in active:
-            req = sessions[i][0].next_request()
+            session = sessions[i][0]
+            while (req := session.next_request()) is not None and session.tab_off:
+                session.respond(None)  # Tab is off: the editor asks nothing
+                if totals is not None:
+                    totals.tab_off += 1
             if req is not None:
                 live.append(i)
                 reqs.append(req)
+            elif totals is not None:
+                totals.keystrokes += session.typed_chars + session.saved_chars
         active = live
         if not active:
             break
         keys = [sessions[i][1] for i in active]
         obs = cache.get_many(keys, reqs) if isinstance(cache, FreshCache) else \
             [cache.get(k, r) for k, r in zip(keys, reqs)]
+        if tracker is not None:
+            for j, (i, req) in enumerate(zip(active, reqs)):
+                session = sessions[i][0]
+                clocks[ids[i]] = clocks.get(ids[i], 0.0) + session.clock - seen[i]
+                seen[i] = session.clock
+                obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
+                                                              clocks[ids[i]], req.cursor))
         for i, req, o, d in zip(active, reqs, obs, decide(obs)):
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
+            step.person = session.person.kind if session.person is not None else ""  # type: ignore[attr-defined]
+            if tracker is not None and step.outcome.shown and sug is not None:
+                tracker.outcome(str(ids[i]), session.pair.repo, step.outcome.accepted, len(sug.text),
+                                step.outcome.chars_saved)
             if prompt_of is not None:
                 if step.lm_shown or (line.strip() and not step.outcome.accepted):
                     step.prompt = prompt_of(req.file[: req.cursor])
@@ -158,6 +218,9 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             steps.append(step)
         if limit and len(steps) >= limit:
             break
+    if totals is not None:  # the sessions cut short (MAX_PER_PAIR, limit) count as far as they got
+        for i in active:
+            totals.keystrokes += sessions[i][0].typed_chars + sessions[i][0].saved_chars
     return steps
 
 
@@ -237,15 +300,41 @@ def bandit_decider(bandit: Any, explore: bool) -> DecideMany:
     return decide
 
 
-def measure(steps: list[Step]) -> dict[str, float]:
+def measure(steps: list[Step], totals: Totals | None = None) -> dict[str, float]:
+    """Reward per request and its SE across requests, show and accept rates; with ``totals``
+    also characters kept (``users.KeptReward.kept``) per 1,000 keystrokes the edits needed,
+    Tab switch-offs and the requests Tab off did not make."""
     n = len(steps)
     rewards = [s.outcome.reward for s in steps]
-    mean = sum(rewards) / n
+    mean = sum(rewards) / max(1, n)
     sd = math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(1, n - 1))
     shown = sum(s.outcome.shown for s in steps)
     accepted = sum(s.outcome.accepted for s in steps)
-    return {"requests": n, "reward": mean, "se": sd / math.sqrt(n), "show_rate": shown / n,
-            "accept_rate": accepted / max(1, shown)}
+    out = {"requests": n, "reward": mean, "se": sd / math.sqrt(max(1, n)), "show_rate": shown / max(1, n),
+           "accept_rate": accepted / max(1, shown)}
+    if totals is not None:
+        kept = KeptReward()
+        out["kept_per_1000"] = 1000 * sum(kept.kept(s.outcome) for s in steps) / max(1, totals.keystrokes)
+        out["switched_off"] = sum(s.outcome.switched_off for s in steps)
+        out["tab_off"] = totals.tab_off
+    return out
+
+
+def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
+    """Per kind of person (the population's ``type``): requests, reward per request and its
+    SE with the *edit* as the unit (one person types each edit), show rate, switch-offs."""
+    kinds: dict[str, list[Step]] = {}
+    for s in steps:
+        kinds.setdefault(getattr(s, "person", ""), []).append(s)
+    out = {}
+    for kind, ss in sorted(kinds.items()):
+        edits = per_edit(ss)
+        gain, se = paired_gain(None, edits)
+        out[kind or "oracle"] = {"requests": len(ss), "reward": round(gain, 5), "edit_se": round(se, 5),
+                                 "edits": len(edits),
+                                 "show_rate": round(sum(s.outcome.shown for s in ss) / max(1, len(ss)), 4),
+                                 "switched_off": sum(s.outcome.switched_off for s in ss)}
+    return out
 
 
 def per_edit(steps: Sequence[Step]) -> dict[int, tuple[float, int]]:
@@ -366,6 +455,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     if args.collect_order == "shuffled":
         random.Random(f"{seed}:collect").shuffle(order)
     cursor = 0
+    world, tracker = new_world(), new_tracker()  # the people who collect, and the server's record of them
     kept: list[list[Sample]] = []  # the last turns' samples (ppo_stale)
     rows: list[dict] = []
     events_so_far = 0
@@ -375,18 +465,23 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         # shared cache; a trained version's observations are computed afresh
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
-        measured = rollout(measure_pairs, here, greedy, reward)
+        totals = Totals()
+        measured = rollout(measure_pairs, here, greedy, reward, world=new_world(), tracker=new_tracker(),
+                           totals=totals)
         edits = per_edit(measured)
         if turn == 0:
             edits0 = edits
         gain, gain_se = paired_gain(edits0, edits)
         row: dict[str, Any] = {"start": args._start, "learner": label, "seed": seed, "turn": turn,
                                "events": events_so_far,
-                               **{k: round(v, 5) for k, v in measure(measured).items()},
+                               **{k: round(v, 5) for k, v in measure(measured, totals).items()},
                                "edit_se": round(paired_gain(None, edits)[1], 5),
                                "paired_gain": round(gain, 5), "paired_se": round(gain_se, 5),
                                "lm_shown": sum(s.lm_shown for s in measured),
-                               "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured)}
+                               "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured),
+                               "personal": PERSONAL}
+        if POPULATION is not None:
+            row["per_person"] = per_person(measured)
         if lm_learner is not None:
             row["measure_seconds"] = round(time.monotonic() - t0, 2)
         if nll_items:
@@ -403,7 +498,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
             cursor += args.batch_sessions
             batch += rollout(chunk, here, explore, reward, limit=per_turn - len(batch),
-                             prompt_of=prompt_of, typed=lm_variant == "pg_sft")
+                             prompt_of=prompt_of, typed=lm_variant == "pg_sft", world=world, tracker=tracker)
         batch = batch[:per_turn]
         events_so_far += len(batch)
         col = measure(batch)
@@ -468,6 +563,19 @@ def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
         if ppo and bandit:
             done[f"2_ppo_minus_bandit_last_{start}"] = round(ppo[-1] - bandit[-1], 5)
             done[f"2_ppo_beats_bandit_{start}"] = ppo[-1] > bandit[-1]
+            # per seed: PPO's last version against the bandit's, each measured on the same edits
+            # and people (pooled per-request SE, as the rise's bar)
+            per_seed = {}
+            for (s0, lrn, seed), rs in runs.items():
+                other = runs.get((s0, "bandit", seed))
+                if s0 == start and lrn == "ppo" and other:
+                    a, b = rs[-1], other[-1]
+                    per_seed[f"seed{seed}"] = {"ppo": a["reward"], "bandit": b["reward"],
+                                               "diff": round(a["reward"] - b["reward"], 5),
+                                               "pooled_se": round(math.sqrt(a["se"] ** 2 + b["se"] ** 2), 5)}
+            done[f"2_ppo_vs_bandit_per_seed_{start}"] = per_seed
+        if ppo:  # the frozen checkpoint is turn 0 (every measurement meets the same people)
+            done[f"4_ppo_last_minus_frozen_{start}"] = round(ppo[-1] - ppo[0], 5)
         if ppo and stale:
             target = ppo[-1]
 
@@ -494,8 +602,9 @@ def mean_table(rows: list[dict]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["start"], r["learner"], r["turn"]), []).append(r)
-    lines = ["| start | learner | turn | new events | reward / request (± SE) | show | accept | KL | clip frac | seeds |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| start | learner | turn | new events | reward / request (± SE) | chars kept / 1,000 | show | accept "
+             "| KL | clip frac | seeds |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for (start, learner, turn), rs in groups.items():
         n = len(rs)
 
@@ -505,8 +614,9 @@ def mean_table(rows: list[dict]) -> str:
 
         se = math.sqrt(sum(r["se"] ** 2 for r in rs)) / n
         kl, cf = avg("kl"), avg("clip_frac")
+        kpt = avg("kept_per_1000")
         lines.append(f"| {start} | {learner} | {turn} | {rs[0]['events']:,} | {avg('reward'):+.4f} (± {se:.4f}) | "
-                     f"{avg('show_rate'):.3f} | {avg('accept_rate'):.3f} | "
+                     f"{'' if kpt is None else f'{kpt:.1f}'} | {avg('show_rate'):.3f} | {avg('accept_rate'):.3f} | "
                      f"{'' if kl is None else f'{kl:.3f}'} | {'' if cf is None else f'{cf:.3f}'} | {n} |")
     return "\n".join(lines)
 
@@ -551,7 +661,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT, WORLD
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -610,6 +720,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--people", type=int, default=16, help="people drawn from --population")
     p.add_argument("--reward", choices=["accept", "kept"], default="accept",
                    help="accept: +0.75/-0.25 of the accept key; kept: users.KeptReward, of what was kept")
+    p.add_argument("--personal", action=argparse.BooleanOptionalAction, default=False,
+                   help="the policy (and the bandit) read the personal features the server keeps per "
+                        "session and project (specialists.tab.personal); off: they read zeros")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache")
     p.add_argument("--threads", type=int, default=1)
@@ -623,10 +736,15 @@ def main(argv: list[str] | None = None) -> dict:
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
     ASK_AFTER_EDIT = args.ask_after_edit
+    PEOPLE = max(1, args.people)
+    PERSONAL = args.personal
     if args.population:
-        from specialists.tab.users import World, load_population
+        from specialists.tab.users import PopulationError, load_population
 
-        WORLD = World(load_population(args.population), seed=0, people=args.people)
+        try:
+            POPULATION = load_population(args.population)
+        except PopulationError as exc:
+            raise SystemExit(f"--population: {exc}") from exc
 
     import torch
 
@@ -660,7 +778,9 @@ def main(argv: list[str] | None = None) -> dict:
     ref = {}
     for name, dec in (("never_show", lambda obs: [Decision(0) for _ in obs]),
                       ("always_ensemble", lambda obs: [Decision(default_row(o)) for o in obs])):
-        ref[name] = {k2: round(v, 5) for k2, v in measure(rollout(later, cache, dec, reward)).items()}
+        totals = Totals()
+        ref[name] = {k2: round(v, 5) for k2, v in
+                     measure(rollout(later, cache, dec, reward, tracker=new_tracker(), totals=totals), totals).items()}
     info["reference"] = ref
     if cache.misses:  # runs in parallel share the file: write only what is new
         cache.save()
@@ -678,7 +798,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows: list[dict] = []
     bc_info: dict[str, Any] = {}
     cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "edit_se", "paired_gain", "paired_se",
-            "show_rate", "accept_rate",
+            "show_rate", "accept_rate", "kept_per_1000", "switched_off", "tab_off",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
     if lm_variants != ["frozen"]:
         cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_kl", "lm_grad_norm", "lm_drift",

@@ -75,6 +75,18 @@ def _record_batch(store: EventStore, items: list[FeedbackItem],
     return results
 
 
+def _tell_tab(request: Request, items: list[FeedbackItem], results: list[dict[str, Any]]) -> None:
+    """New outcomes into the Tab specialist's per-session history (its personal features,
+    ``specialists.tab.personal``), which remembers what it showed to whom."""
+    registry = getattr(request.app.state, "registry", None)
+    spec = registry.find("tab") if registry is not None else None
+    if spec is None or not hasattr(spec, "record_outcome"):
+        return
+    for item, result in zip(items, results):
+        if result.get("status") == "recorded":
+            spec.record_outcome(item.request_id, item.outcome, item.chars_accepted)
+
+
 @router.post("/v1/feedback")
 async def feedback(request: Request) -> dict[str, Any]:
     store = store_of(request)
@@ -84,9 +96,12 @@ async def feedback(request: Request) -> dict[str, Any]:
             batch = FeedbackBatch.model_validate(body)
             results = await run_in_threadpool(_record_batch, store, batch.feedback,
                                               _deployed(request))
+            _tell_tab(request, batch.feedback, results)
             return {"results": results}
         item = FeedbackItem.model_validate(body)
     except ValidationError as exc:
         model = FeedbackBatch if isinstance(body, dict) and "feedback" in body else FeedbackItem
         raise validation_error(exc, model) from None
-    return await run_in_threadpool(_record, store, item, _deployed(request))
+    result = await run_in_threadpool(_record, store, item, _deployed(request))
+    _tell_tab(request, [item], [result])
+    return result

@@ -16,11 +16,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
+from specialists.tab.personal import PERSONAL_FEATURES
 from specialists.tab.replay import Suggestion, TabRequest
 
 __all__ = ["Observation", "Draft", "draft", "finish", "observe", "observe_many", "to_features", "from_features", "copilot_features",
            "COPILOT_FEATURES", "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",
-           "STATE_FEATURES"]
+           "STATE_FEATURES", "PERSONAL_FEATURES", "state_vector"]
 
 LANGS = ("python", "javascript", "typescript", "tsx", "go", "rust", "java")
 CHARS = tuple(" \n\t()[]{}.,:;=+-*/\"'#_<>!&|%@") + ("alpha", "digit", "other")
@@ -131,6 +132,9 @@ class Observation:
     candidates: list[Candidate]
     cursor: int
     dynamic: Any = None  # (S_dyn,) float32: the policy's own past, refreshed per request
+    personal: Any = None
+    """(P,) float32: the session's and project's history (:mod:`specialists.tab.personal`),
+    set per request by whoever keeps it; None reads as zeros (no personal input)."""
 
     def suggestion(self, i: int) -> Suggestion:
         """Action row ``i`` as the edit it shows."""
@@ -145,6 +149,22 @@ class Observation:
         import numpy as np
 
         return replace(self, dynamic=np.array(dynamic_features(req), dtype=np.float32))
+
+    def with_personal(self, values: Any) -> "Observation":
+        """A copy whose personal features are ``values`` (:meth:`personal.Tracker.request`)."""
+        import numpy as np
+
+        return replace(self, personal=None if values is None else np.asarray(values, dtype=np.float32))
+
+
+def state_vector(obs: Observation) -> Any:
+    """The policy's state input: static, dynamic, then personal features (zeros without)."""
+    import numpy as np
+
+    p = obs.personal
+    if p is None or len(p) != len(PERSONAL_FEATURES):
+        p = np.zeros(len(PERSONAL_FEATURES), dtype=np.float32)
+    return np.concatenate([obs.static, obs.dynamic, p]).astype(np.float32, copy=False)
 
 
 def cut_points(text: str, max_cuts: int = 12) -> list[int]:
@@ -324,9 +344,10 @@ def finish(d: Draft, analysis: Any, hidden_size: int, cfg: ObserveConfig) -> Obs
 
 # -- observations as the event store keeps them (the online loop trains on these) --------
 # Candidates and their texts are not needed to compute a gradient (the action index names
-# the row), so only ``static``, ``hidden``, ``actions`` and ``dynamic`` are stored, rounded
-# to float32 precision.
-_ARRAYS = ("static", "hidden", "actions", "dynamic")
+# the row), so only ``static``, ``hidden``, ``actions``, ``dynamic`` and ``personal`` are
+# stored, rounded to float32 precision (events without ``personal``, older ones, read as
+# zeros).
+_ARRAYS = ("static", "hidden", "actions", "dynamic", "personal")
 
 
 def to_features(obs: Any) -> dict[str, Any]:
@@ -365,4 +386,6 @@ def from_features(features: dict[str, Any], n_action_features: int) -> Any:
     return Observation(static=np.asarray(features["static"], dtype=np.float32),
                        hidden=np.asarray(features["hidden"], dtype=np.float32),
                        actions=actions, rows=rows, candidates=[], cursor=0,
-                       dynamic=np.asarray(features["dynamic"], dtype=np.float32))
+                       dynamic=np.asarray(features["dynamic"], dtype=np.float32),
+                       personal=np.asarray(features["personal"], dtype=np.float32)
+                       if features.get("personal") else None)

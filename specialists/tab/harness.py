@@ -11,7 +11,9 @@ training rollout share one feature pass.
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +64,8 @@ class ObservationCache:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        # a name of this process's own: runs sharing the file may save at the same time
+        tmp = self.path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "wb") as fh:
             pickle.dump(self._store, fh, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(self.path)
@@ -117,6 +120,8 @@ class Metrics:
     reward_kept: float = 0.0
     """Reward of what was kept (``users.KeptReward``), beside ``reward``; 0 unless ``run`` got one."""
     switched_off: int = 0
+    tab_off: int = 0
+    """Requests not made: the person's Tab was switched off (``Session.tab_off``)."""
     latencies_ms: list[float] = field(default_factory=list)
     by_kind: dict[str, dict[str, int]] = field(
         default_factory=lambda: {k: {"shown": 0, "accepted": 0, "chars_saved": 0} for k in KINDS})
@@ -154,7 +159,7 @@ class Metrics:
         n = max(1, self.requests)
         return {"kept_reward_per_request": round(self.reward_kept / n, 4),
                 "chars_kept_per_1000": round(1000 * self.chars_kept / max(1, self.chars_total), 2),
-                "switched_off": self.switched_off}
+                "switched_off": self.switched_off, "tab_off": self.tab_off}
 
     def kind_summary(self) -> dict[str, dict[str, float]]:
         """Per kind: shows, accepts, accept rate, characters saved (and per 1,000 typed)."""
@@ -170,13 +175,19 @@ def run(pairs: Iterable[Pair], decide: Decider, cache: ObservationCache,
     """Replay ``pairs`` with ``decide`` choosing at each request; ``on_step`` sees each decision.
     ``ask_after_edit``: a request also when each hunk is done (where jumps are judged).
     ``world`` (a :class:`specialists.tab.users.World`): pair ``i`` is typed by its person
-    ``i`` (None: the oracle); ``kept`` (a ``users.KeptReward``) also sums the kept reward."""
+    ``i`` (None: the oracle); ``kept`` (a ``users.KeptReward``) also sums the kept reward.
+    While a person's Tab is off the editor asks nothing: the decider is not asked and the
+    request is not counted (``Metrics.tab_off``), as the HTTP simulator does."""
     m = Metrics()
     for i, pair in enumerate(pairs):
         person = world.person(i) if world is not None else None
         session = Session(pair, reward=reward, ask_after_edit=ask_after_edit, person=person)
         key = pair_key(pair)
         while (req := session.next_request()) is not None:
+            if session.tab_off:
+                session.respond(None)
+                m.tab_off += 1
+                continue
             obs = cache.get(key, req)
             sug = decide(req, obs)
             out = session.respond(sug)

@@ -26,10 +26,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from specialists.tab.features import ACTION_FEATURES, STATE_FEATURES, Observation
+from specialists.tab.features import ACTION_FEATURES, PERSONAL_FEATURES, STATE_FEATURES, Observation, state_vector
 from specialists.tab.replay import Suggestion
 
-__all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "PPOConfig", "OffPolicyError", "OPTIMIZER_FILE"]
+__all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "PPOConfig", "OffPolicyError", "OPTIMIZER_FILE",
+           "POLICY_STATE"]
+
+POLICY_STATE = STATE_FEATURES + PERSONAL_FEATURES
+"""The head's state input: the request's features, then the personal ones (issue 35). A
+policy saved with ``STATE_FEATURES`` alone (the shipped checkpoint) loads with the personal
+inputs' weights at zero: the same decisions until an update moves them."""
 
 OPTIMIZER_FILE = "optimizer.pt"
 TOP_ACTIONS = 5
@@ -82,7 +88,7 @@ class PolicyConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 1.0
     normalize_advantages: bool = False
-    n_state: int = len(STATE_FEATURES)
+    n_state: int = len(POLICY_STATE)
     n_action: int = len(ACTION_FEATURES)
 
 
@@ -108,6 +114,22 @@ class PPOConfig:
     seed: int = 0
 
 
+def _state_layer(cfg: PolicyConfig) -> Any:
+    """The first state layer: drawn as it was over the request's features alone, then widened
+    by zero columns for the personal inputs — a fresh policy's other weights are the same
+    draws as before them, and every policy starts out ignoring the personal inputs."""
+    import torch
+    from torch import nn
+
+    base = min(cfg.n_state, len(STATE_FEATURES))
+    layer = nn.Linear(base, cfg.width)
+    if cfg.n_state > base:
+        with torch.no_grad():
+            layer.weight = nn.Parameter(torch.cat([layer.weight, layer.weight.new_zeros(cfg.width, cfg.n_state - base)], 1))
+        layer.in_features = cfg.n_state
+    return layer
+
+
 def _net(cfg: PolicyConfig):
     import torch
     from torch import nn
@@ -116,7 +138,7 @@ def _net(cfg: PolicyConfig):
         def __init__(self) -> None:
             super().__init__()
             self.lm_proj = nn.Linear(cfg.hidden_size, cfg.width) if cfg.hidden_size else None
-            self.state = nn.Sequential(nn.Linear(cfg.n_state, cfg.width), nn.Tanh())
+            self.state = nn.Sequential(_state_layer(cfg), nn.Tanh())
             self.action = nn.Sequential(nn.Linear(cfg.n_action + cfg.width, cfg.width), nn.Tanh(),
                                         nn.Linear(cfg.width, 1))
             self.none = nn.Linear(cfg.width, 1)
@@ -189,7 +211,7 @@ class TabPolicy:
             if n:
                 actions[b, :n] = o.actions
                 mask[b, :n] = True
-        state = np.stack([np.concatenate([o.static, o.dynamic]) for o in obs_list]).astype(np.float32)
+        state = np.stack([state_vector(o) for o in obs_list]).astype(np.float32)
         C = self.config.hidden_size
         hidden = np.stack([o.hidden if len(o.hidden) == C else np.zeros(C, np.float32) for o in obs_list]) \
             if C else np.zeros((B, 0), np.float32)
@@ -206,7 +228,15 @@ class TabPolicy:
         if self._np is None:  # views: an optimizer step or load_state_dict updates them
             self._np = {k: v.detach().numpy() for k, v in self.net.state_dict(keep_vars=True).items()}
         w = self._np
-        z = np.tanh(((state - w["s_mean"]) / w["s_std"]) @ w["state.0.weight"].T + w["state.0.bias"])
+        # the request's features, then the personal ones apart: a policy whose personal
+        # weights are zero acts exactly (to the bit) as it did without them
+        s0 = len(STATE_FEATURES)
+        x = (state - w["s_mean"]) / w["s_std"]
+        first_state = w["state.0.weight"]
+        z = x[:, :s0] @ first_state[:, :s0].T + w["state.0.bias"]
+        if x.shape[1] > s0:
+            z += x[:, s0:] @ first_state[:, s0:].T
+        z = np.tanh(z)
         if "lm_proj.weight" in w:
             z += np.tanh(hidden @ w["lm_proj.weight"].T + w["lm_proj.bias"])
         n_action = actions.shape[2]
@@ -266,11 +296,15 @@ class TabPolicy:
         import numpy as np
         import torch
 
-        states = np.stack([np.concatenate([o.static, o.dynamic]) for o in obs_list])
+        states = np.stack([state_vector(o) for o in obs_list])
         acts = np.concatenate([o.actions for o in obs_list if len(o.rows)] or
                               [np.zeros((1, self.config.n_action), np.float32)])
-        self.net.s_mean.copy_(torch.from_numpy(states.mean(0)))
-        self.net.s_std.copy_(torch.from_numpy(states.std(0) + 1e-3))
+        mean, std = states.mean(0), states.std(0) + 1e-3
+        flat = np.arange(len(mean)) >= len(STATE_FEATURES)
+        flat &= states.std(0) < 1e-6  # personal inputs not yet seen vary: unscaled, not blown up
+        mean[flat], std[flat] = 0.0, 1.0
+        self.net.s_mean.copy_(torch.from_numpy(mean.astype(np.float32)))
+        self.net.s_std.copy_(torch.from_numpy(std.astype(np.float32)))
         self.net.a_mean.copy_(torch.from_numpy(acts.mean(0)))
         self.net.a_std.copy_(torch.from_numpy(acts.std(0) + 1e-3))
 
@@ -448,7 +482,7 @@ class TabPolicy:
         if self.opt.state:
             torch.save(self.opt.state_dict(), p / OPTIMIZER_FILE)
         info = {"version": self.version, "config": asdict(self.config),
-                "state_features": STATE_FEATURES, "action_features": ACTION_FEATURES,
+                "state_features": POLICY_STATE, "action_features": ACTION_FEATURES,
                 "adv_stats": dict(self.adv_stats), **(meta or {})}
         (p / "policy.json").write_text(json.dumps(info, indent=1) + "\n")
 
@@ -473,17 +507,44 @@ class TabPolicy:
 
         p = Path(path)
         info = json.loads((p / "policy.json").read_text())
-        if info.get("state_features") != STATE_FEATURES or info.get("action_features") != ACTION_FEATURES:
+        saved = info.get("state_features")
+        if saved not in (POLICY_STATE, STATE_FEATURES) or info.get("action_features") != ACTION_FEATURES:
             raise ValueError(f"{p}: the policy was trained on other features; retrain it")
         fields = PolicyConfig.__dataclass_fields__
-        policy = cls(PolicyConfig(**{k: v for k, v in info["config"].items() if k in fields}),
-                     version=int(info["version"]))
-        policy.net.load_state_dict(load_file(str(p / "policy.safetensors")))
+        config = PolicyConfig(**{k: v for k, v in info["config"].items() if k in fields})
+        config.n_state = len(POLICY_STATE)
+        policy = cls(config, version=int(info["version"]))
+        weights = load_file(str(p / "policy.safetensors"))
+        if saved == STATE_FEATURES:  # saved before the personal inputs: theirs start at zero
+            weights = _with_personal(weights)
+        policy.net.load_state_dict(weights)
         policy.net.eval()
         policy.trained_with = dict(info.get("train_args") or {})
         policy.adv_stats = {k: float(v) for k, v in (info.get("adv_stats") or policy.adv_stats).items()}
         if (p / OPTIMIZER_FILE).exists():
             import torch
 
-            policy.opt.load_state_dict(torch.load(p / OPTIMIZER_FILE, weights_only=True))
+            opt = torch.load(p / OPTIMIZER_FILE, weights_only=True)
+            if saved == STATE_FEATURES:  # the first state layer's moments, widened with zeros
+                n_old = len(STATE_FEATURES)
+                for st in opt.get("state", {}).values():
+                    for k, v in list(st.items()):
+                        if hasattr(v, "shape") and v.dim() >= 1 and v.shape[-1] == n_old \
+                                and v.dim() == 2:
+                            st[k] = torch.cat([v, v.new_zeros(v.shape[0], len(PERSONAL_FEATURES))], 1)
+            policy.opt.load_state_dict(opt)
         return policy
+
+
+def _with_personal(weights: dict[str, Any]) -> dict[str, Any]:
+    """Weights saved with ``STATE_FEATURES`` alone, widened to :data:`POLICY_STATE`: the
+    personal inputs' first-layer weights zero, their normalizer the identity."""
+    import torch
+
+    n = len(PERSONAL_FEATURES)
+    out = dict(weights)
+    w = out["state.0.weight"]
+    out["state.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], n)], 1)
+    out["s_mean"] = torch.cat([out["s_mean"], out["s_mean"].new_zeros(n)])
+    out["s_std"] = torch.cat([out["s_std"], out["s_std"].new_ones(n)])
+    return out

@@ -34,7 +34,10 @@ That judgement is an oracle's. With a ``person`` (``specialists.tab.users``, iss
 simulated person acts on it: dismisses a correct suggestion (too long, typing fast, noise),
 takes only its first word or line, accepts a wrong one and undoes it (the file is as
 before; the outcome says ``accepted`` with ``undone_after``, as the editor saw the accept
-key), or has Tab switched off (``off``: not shown). Without one, nothing changes.
+key), or has Tab switched off. While it is off (:attr:`Session.tab_off`) the editor asks
+nothing: a driver answers ``respond(None)`` without asking the policy, and the person counts
+down. A person's ``typing`` trait sets the clock's seconds per character. Without a person,
+nothing changes.
 
 This module is a library on purpose: the benchmark and the RL trainer drive it in process,
 and an online loop can drive the HTTP API with :meth:`Session.next_request` /
@@ -45,7 +48,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 from specialists.tab.data import Pair
@@ -286,6 +289,8 @@ class Session:
         self.reward = reward or RewardConfig()
         """Anything with ``score(outcome)``: :class:`RewardConfig` or ``users.KeptReward``."""
         self.timing = timing or Timing()
+        if person is not None and "typing" in getattr(person, "traits", {}):
+            self.timing = replace(self.timing, per_char=float(person.traits["typing"]["per_char"]))
         self.max_recent = max_recent
         self.hunks = hunks_of(pair.before, pair.after)
         self.file = pair.before
@@ -383,6 +388,12 @@ class Session:
         return deleted[: h.start] + h.new[:k] + deleted[h.start :]
 
     # -- the request/response protocol -------------------------------------------------
+    @property
+    def tab_off(self) -> bool:
+        """The person has Tab switched off: the editor makes no request (answer the pending
+        one with ``respond(None)`` without asking the policy; it is not a request)."""
+        return self.person is not None and self.person.off_left > 0
+
     def next_request(self) -> TabRequest | None:
         if self._pending is not None:
             raise RuntimeError("answer the last request (respond) before asking for the next")

@@ -102,6 +102,10 @@ class _Job:
     """Drawn by the canary's policy (if one still runs when the batch is decided)."""
     explain: bool = False
     """The request asked why: the answer's meta carries ``explain`` (:meth:`_explain`)."""
+    personal: list[float] | None = None
+    """The session's and project's history as the server keeps it
+    (:class:`~specialists.tab.personal.Tracker`); None without a session."""
+    project: str = ""
 
 
 def _int(value: Any) -> int:
@@ -217,6 +221,14 @@ class TabSpecialist(Specialist):
         self._worker: Any = None  # the model worker (one queue), once started
         self._home: OrderedDict[str, int] = OrderedDict()  # session -> its worker
         self._worker_lock = threading.Lock()
+        from specialists.tab.personal import Tracker
+
+        self.personal = Tracker()
+        """Per session and project: what this server showed and what came of it (issue 35);
+        the policy reads it as ``Observation.personal``, and the event store's features log it."""
+        # request id -> (session, project, characters shown), until its feedback arrives
+        self._shown: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
+        self._personal_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
     def setup(self) -> None:
@@ -422,6 +434,11 @@ class TabSpecialist(Specialist):
                    explain=bool(request.get("explain")))
         if job.session is not None and job.seq is not None:  # the person typed on: newer wins
             self._note_seq(job.session, job.seq)
+        if session is not None:
+            job.project = str(request.get("project") or "")
+            with self._personal_lock:
+                job.personal = self.personal.request(str(session), job.project, time.monotonic(),
+                                                     offset + req.cursor)
         if not req.file.strip():
             return self._nothing("empty file", t0, job.meta)
         if "\x00" in req.file:
@@ -437,7 +454,33 @@ class TabSpecialist(Specialist):
             return job
         out: list[Result] = []
         self._decide([job], lambda _, result: out.append(result))
+        self._remember(job, out[0])
         return out[0]
+
+    def _remember(self, job: _Job, result: Any) -> None:
+        """Keep a shown suggestion's session, project and length until its feedback comes."""
+        if job.session is None or not isinstance(result, Result) or result.output is None:
+            return
+        with self._personal_lock:
+            self._shown[str(result.meta.get("request_id"))] = (job.session, job.project,
+                                                               len(result.output.get("text") or ""))
+            while len(self._shown) > 20_000:
+                self._shown.popitem(last=False)
+
+    def record_outcome(self, request_id: str, outcome: str, chars_accepted: int | None = None) -> bool:
+        """The feedback on a suggestion this server showed (``accepted``, ``partial`` or
+        ``rejected``; ``chars_accepted``: what was taken, the whole suggestion when not
+        given) into its session's and project's history. False: not one of this server's
+        shown suggestions with a session, or already recorded."""
+        with self._personal_lock:
+            shown = self._shown.pop(request_id, None)
+            if shown is None:
+                return False
+            session, project, chars = shown
+            accepted = outcome in ("accepted", "partial")
+            taken = (chars if chars_accepted is None else int(chars_accepted)) if accepted else 0
+            self.personal.outcome(session, project, accepted, chars, taken)
+        return True
 
     def submit(self, request: Mapping[str, Any], done: Callable[[Any], None]) -> None:
         """:meth:`answer` through the model worker, which batches concurrent requests.
@@ -449,7 +492,12 @@ class TabSpecialist(Specialist):
         if isinstance(job, Result):
             done(job)
             return
-        self._started_worker().submit(job, done)
+
+        def remembered(result: Any) -> None:
+            self._remember(job, result)
+            done(result)
+
+        self._started_worker().submit(job, remembered)
 
     def _started_worker(self) -> Any:
         """The model worker (one queue; with processes, each of its threads serves it with
@@ -534,6 +582,8 @@ class TabSpecialist(Specialist):
 
         observations = observe_many([job.req for job in jobs], self.lm, self.observe_config,
                                     [job.open_files for job in jobs])
+        observations = [o if job.personal is None else o.with_personal(job.personal)
+                        for o, job in zip(observations, jobs)]
         actions: list[Any] = [None] * len(jobs)
         with self._lock:
             canary = self.canary

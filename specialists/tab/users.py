@@ -14,7 +14,11 @@ with traits drawn once, seeded, from a *population* (a YAML file in ``configs/us
   completion is taken; so is the first word of a wrong completion when that word is what
   the person was about to type (VS Code's accept-word: still the real next text);
 * ``patience`` — after ``rejections`` dismissals in a row, Tab is off for the next
-  ``off_requests`` requests (nothing is seen; the switch costs :attr:`KeptReward.off`).
+  ``off_requests`` requests (nothing is seen and nothing is asked; the switch costs
+  :attr:`KeptReward.off`);
+* ``typing`` — ``per_char`` seconds a character (the replay's clock; the default 0.18 is
+  about 65 words a minute): a fast typist's requests come closer together, so ``flow``
+  holds more often, and the server sees the speed (``specialists.tab.personal``).
 
 A trait left out does nothing; a population whose people have no traits is the oracle.
 A trait's number is a constant or a distribution: ``{uniform: [a, b]}``, ``{beta: [a, b]}``,
@@ -60,6 +64,7 @@ TRAITS: dict[str, dict[str, tuple[float, float, float]]] = {
               "undo_after": (0.0, 1000.0, 2.0)},
     "partial_accept": {"p": (0.0, 1.0, 1.0)},
     "patience": {"rejections": (1.0, 1000.0, 8.0), "off_requests": (0.0, 100_000.0, 20.0)},
+    "typing": {"per_char": (0.01, 5.0, 0.18)},
 }
 COUNTS = {("patience", "rejections"), ("patience", "off_requests"), ("noise", "undo_after"),
           ("length_tolerance", "chars")}

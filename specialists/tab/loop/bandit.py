@@ -4,7 +4,7 @@ must beat where it is deployed (issue 15).
 LinUCB (Li et al., 2010) with one linear model shared by every *show* action: a request's
 action row ``i`` (one candidate cut at one point) is described by the same features the
 policy head sees — the action's row of ``Observation.actions``, the state
-(``Observation.static`` + ``dynamic``) and, when there is one, the LM's hidden state — each
+(``Observation.static`` + ``dynamic`` + ``personal``, :func:`~specialists.tab.features.state_vector`) and, when there is one, the LM's hidden state — each
 scaled by the feature normalizer of the policy the bandit replaces. Its reward estimate is
 θ·x, its optimism α·sqrt(xᵀA⁻¹x). "Show nothing" pays the configured ``reward_none`` for
 sure, so it is not estimated: the bandit shows its best action when that action's score
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from specialists.tab.features import Observation
+from specialists.tab.features import Observation, state_vector
 
 __all__ = ["LinUCB", "BanditChoice"]
 
@@ -68,7 +68,7 @@ class LinUCB:
         import numpy as np
 
         n = len(obs.rows)
-        state = (np.concatenate([obs.static, obs.dynamic]) - self.s_mean) / self.s_std
+        state = (state_vector(obs) - self.s_mean) / self.s_std
         parts = [np.ones((n, 1)), (np.asarray(obs.actions, np.float64) - self.a_mean) / self.a_std,
                  np.broadcast_to(state, (n, len(state)))]
         if self.hidden_size:
