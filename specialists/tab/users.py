@@ -378,6 +378,23 @@ class KeptReward:
             r += self.off
         return r
 
+    def of_event(self, event: Any) -> float:
+        """A logged event's kept reward (the live loop's, from ``/v1/feedback``): a
+        :class:`~specialists.tab.events.LabelledEvent` whose final report, when the editor
+        sent one, says what was kept, undone or switched off; without one an accept keeps
+        what was accepted. What a rule showed in the policy's place scores ``none``."""
+        if not event.credited:
+            return self.none
+        accepted = event.outcome in ("accepted", "partial")
+        if not accepted:
+            r = self.dismiss
+        elif event.undone:
+            r = self.undo
+        else:
+            kept = event.chars_accepted if event.chars_kept is None else event.chars_kept
+            r = self.per_char * kept
+        return r + (self.off if event.switched_off else 0.0)
+
     def kept(self, outcome: Any) -> int:
         """Accepted characters still there after ``window`` keystrokes."""
         if outcome.undone_after is not None and outcome.undone_after <= self.window:

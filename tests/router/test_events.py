@@ -127,7 +127,7 @@ def test_schema_revision_persists_and_newer_is_refused(url: str) -> None:
     s.record_action(act("keep"))
     s.close()
     again = EventStore(url)
-    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0003"
+    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0004"
     with again.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'f00dface'"))
     again.close()
