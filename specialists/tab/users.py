@@ -367,11 +367,15 @@ class KeptReward:
     window: int = 20
 
     def score(self, outcome: Any) -> float:
+        """An outcome's reward. Its horizon is ``window``: an undo later than that is not
+        seen (the characters count as kept, with no undo cost), as an editor that reports
+        what is left ``window`` keystrokes after the accept does not see it either
+        (:meth:`of_event`, the live loop's)."""
         r = self.none
         if outcome.shown:
             if not outcome.accepted:
                 r = self.dismiss
-            elif outcome.undone_after is not None:
+            elif outcome.undone_after is not None and outcome.undone_after <= self.window:
                 r = self.undo
             r += self.per_char * self.kept(outcome)
         if outcome.switched_off:

@@ -190,7 +190,8 @@ class Gate:
 
     def __init__(self, pairs: Sequence[Any], lm: Any, *, margin: float = 0.005,
                  seed: int = 0, use_lm: bool = True, greedy: bool = True,
-                 confidence: float = 0.95, population: Any = None, reward: Any = None) -> None:
+                 confidence: float = 0.95, population: Any = None, reward: Any = None,
+                 ask_after_edit: bool = False) -> None:
         from specialists.tab.features import ObserveConfig
         from specialists.tab.harness import ObservationCache
 
@@ -201,6 +202,9 @@ class Gate:
         self.confidence = confidence
         self.population = population
         self.reward = reward
+        self.ask_after_edit = ask_after_edit
+        """Replay a request also when each hunk is done, as the live editors (and the HTTP
+        simulator) ask."""
         self.cache = ObservationCache(lm, ObserveConfig(use_lm=use_lm and lm is not None))
 
     def per_edit(self, policy_dir: str | Path) -> list[tuple[float, int]]:
@@ -223,6 +227,7 @@ class Gate:
         out = []
         for j, pair in enumerate(self.pairs):
             m = run([pair], decide, self.cache, reward=session_reward,
+                    ask_after_edit=self.ask_after_edit,
                     world=_Person(world, j) if world is not None else None, kept=kept)
             out.append((m.reward_kept if kept is not None else m.reward, m.requests))
         return out
