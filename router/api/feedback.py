@@ -10,8 +10,9 @@ The final report — ``chars_kept`` (accepted characters still present ``kept_af
 keystrokes later), ``undone`` (the accept was undone), ``switched_off`` (Tab was switched
 off after it) — comes with the outcome or in a later feedback repeating it (``chars_accepted``
 may be left out then). It is recorded once: the same report again is a duplicate, a
-different one → 409; one that does not fit its outcome (``chars_kept`` or ``undone`` on a
-rejected suggestion, ``chars_kept`` with ``undone``) → 400. ``chars_kept`` counts at most the
+different one → 409; one that contradicts its outcome or itself (``chars_kept`` or
+``undone`` on a rejected suggestion, ``chars_kept`` with ``undone``, ``kept_after`` without
+``chars_kept``) → 409 too. ``chars_kept`` counts at most the
 characters accepted (as ``chars_accepted`` counts at most the suggestion's).
 """
 

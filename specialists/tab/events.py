@@ -243,8 +243,8 @@ class EventStore:
         A final report (``Feedback.final``) may come with the outcome or later, repeating
         the outcome (its ``chars_accepted`` may then be left out); it is stored once.
         Raises NotFoundError (unknown id), ConflictError (nothing was shown, expired, a
-        different outcome or a different final report already recorded) and SpecialistError
-        (an outcome we do not know, a final report that does not fit its outcome).
+        different outcome or a different final report already recorded, a final report that
+        contradicts itself or its outcome) and SpecialistError (an outcome we do not know).
         """
         from sqlalchemy import select
         from sqlalchemy.exc import IntegrityError
@@ -517,17 +517,18 @@ def _chars(fb: Feedback, suggestion: str | None) -> int:
 
 
 def _check_final(fb: Feedback) -> None:
-    """A final report that does not fit its outcome is bad input, whatever is stored."""
+    """A final report that contradicts itself or its outcome: a conflict (409), whatever is
+    stored; each part of it alone is valid."""
     if fb.outcome == "rejected" and (fb.chars_kept is not None or fb.undone is not None):
-        raise SpecialistError(f"request {fb.request_id!r}: chars_kept and undone report on "
+        raise ConflictError(f"request {fb.request_id!r}: chars_kept and undone report on "
                               "accepted text; a rejected suggestion takes only switched_off",
                               param="chars_kept" if fb.chars_kept is not None else "undone")
     if fb.undone and fb.chars_kept:
-        raise SpecialistError(f"request {fb.request_id!r}: an undone accept keeps no "
+        raise ConflictError(f"request {fb.request_id!r}: an undone accept keeps no "
                               f"characters (got chars_kept={fb.chars_kept}); send undone "
                               "alone, or chars_kept alone", param="chars_kept")
     if fb.kept_after is not None and fb.chars_kept is None:
-        raise SpecialistError(f"request {fb.request_id!r}: kept_after says when chars_kept "
+        raise ConflictError(f"request {fb.request_id!r}: kept_after says when chars_kept "
                               "was counted; send chars_kept with it", param="kept_after")
     for name in ("chars_kept", "kept_after"):
         value = getattr(fb, name)

@@ -136,7 +136,7 @@ def test_a_final_report_is_stored_once_and_says_what_was_kept(store: EventStore)
                        (Feedback("off", "rejected", undone=True), "undone"),
                        (Feedback("undone", "accepted", undone=True, chars_kept=2), "chars_kept"),
                        (Feedback("kept", "accepted", kept_after=3), "kept_after")):
-        with pytest.raises(SpecialistError) as err:
+        with pytest.raises(ConflictError) as err:  # contradicts itself or its outcome
             store.record_feedback(bad)
         assert err.value.param == param
     assert store.counts()["outcomes"] == 5
@@ -453,7 +453,7 @@ def test_feedback_http_api(tmp_path: Path) -> None:
         unknown = post({"request_id": "nope", "outcome": "accepted", "undone": True})
         assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "request_id"
         misfit = post({"request_id": "r2", "outcome": "rejected", "undone": True})
-        assert misfit.status_code == 400 and misfit.json()["error"]["param"] == "undone"
+        assert misfit.status_code == 409 and misfit.json()["error"]["param"] == "undone"
         assert post({"request_id": "r2", "outcome": "rejected", "switched_off": True}).json()["status"] == "recorded"
         for body in ({"request_id": "r4", "outcome": "accepted", "chars_kept": -1},
                      {"request_id": "r4", "outcome": "accepted", "undone": "yes"}):

@@ -16,6 +16,11 @@ nothing shown — it runs one turn:
    95% interval: :func:`~specialists.tab.loop.gate.judge_canary`): roll it back when the
    interval ends below ``-canary_margin`` (shown worse), else promote it to everyone.
 
+Events are scored by the reward ``LiveArgs.reward`` names (the config's ``loop.reward``):
+``kept`` — what the editors' final reports say was kept, undone or switched off (issue 35)
+— or ``accept``, the accept key; the trainer, the gate and the canary all use it, and each
+turn reports the characters kept per request beside the reward.
+
 Every turn is recorded in the event store's deploy log (``gate_passed`` / ``gate_failed``
 with both rewards, ``canary_passed`` / ``canary_failed`` with both arms' figures; the
 server adds ``canary_start``, ``canary_promoted``, ``canary_aborted``) and in
