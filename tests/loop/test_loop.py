@@ -333,6 +333,7 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
     for t in log["turns"]:
         assert t["events"] >= 40 and t["turnaround_s"] > 0
         assert t["extra"]["acknowledged"] == t["extra"]["stored"]  # nothing lost
+        assert t["reward"] == "kept"  # the default config's loop.reward (issue 35)
     assert log["turns"][1]["off_policy_refused"] >= (40 if log["turns"][0]["shipped"] else 0)
     assert (out / "loop.png").stat().st_size > 1000
     status = subprocess.run([sys.executable, "-m", "router.cli", "loop", "status", "--simulate",
@@ -341,6 +342,9 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
     info = json.loads(status.stdout)
     assert info["deployed"] in info["versions"] and info["lineage"][0]["version"] == info["deployed"]
     assert len(info["last_turns"]) == 2
+    # what was kept per 1,000 keystrokes, beside the reward, in what status reports
+    assert [t["chars_kept_per_1000"] for t in info["last_turns"]] == \
+        [t["chars_kept_per_1000"] for t in log["turns"]]
     missing = subprocess.run([*cmd[:5], "--data", str(tmp_path / "nowhere")], cwd=REPO,
                              env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "not found" in missing.stderr
