@@ -111,6 +111,10 @@ def main() -> None:
     parser.add_argument("--population", default=None, metavar="FILE.yaml",
                         help="the simulated users are this population's people (configs/users/; "
                              "default: oracles, the figures before issue 35)")
+    parser.add_argument("--reward", choices=("kept", "accept"), default="accept",
+                        help="what the trainer and the gate score by: accept (the accept key, "
+                             "the figures before issue 35; default) or kept (what was kept, "
+                             "from the simulated editors' final reports)")
     parser.add_argument("--skip-loop", action="store_true",
                         help="reuse the turns already in --out; measure absorption only")
     args = parser.parse_args()
@@ -120,7 +124,8 @@ def main() -> None:
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
     loop = LoopArgs(data=args.data, turns=args.turns, events_per_turn=args.events_per_turn,
                     users=args.users, out=str(out), checkpoint=args.checkpoint,
-                    collect_split=args.collect, gate_split=args.gate, population=args.population)
+                    collect_split=args.collect, gate_split=args.gate, population=args.population,
+                    reward=args.reward)
     if not args.skip_loop:
         run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
     turns = json.loads((out / "loop.json").read_text())["turns"]

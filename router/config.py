@@ -313,6 +313,20 @@ class EventsConfig(_Strict):
                 "pool": PoolOptions(**self.pool.model_dump())}
 
 
+class LoopConfig(_Strict):
+    """What the online loop learns from and gates with (issue 35)."""
+
+    reward: Literal["kept", "accept"] = "kept"
+    """``kept``: the reward of what was kept (``users.KeptReward``: characters still present
+    by the editor's final report, the cost of a dismissal, of an undone accept and of Tab
+    switched off); ``accept``: the accept key's old +0.75 / -0.25. The trainer, the gate
+    and the canary all score events by it."""
+    population: str | None = None
+    """A population file (``configs/users/*.yaml``): the people the deployment serves. The
+    simulated loop's users are its people and its gate replays held-out edits with them
+    (``complement loop --simulate``; ``--population`` wins); None: oracles."""
+
+
 class RayActorOptions(_Strict):
     """What one replica asks of the cluster (Ray's ``ray_actor_options``)."""
 
@@ -407,6 +421,7 @@ class Config(_Strict):
     server: ServerConfig = Field(default_factory=ServerConfig)
     data_dir: str = "~/.complement"
     events: EventsConfig = Field(default_factory=EventsConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
     frontier: FrontierConfig = Field(default_factory=FrontierConfig)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     routes: dict[str, RouteConfig] = Field(default_factory=dict)

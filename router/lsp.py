@@ -10,6 +10,9 @@ A stdio language server (pygls) with:
   counts again from where the editor starts it) is a new session, so Tab answers at once.
 * feedback: accepting runs the item's command (``complement.accept``), which posts
   ``accepted``; a shown suggestion the next change does not take is posted ``rejected``.
+  An accepted suggestion is then followed through the document's changes: deleted whole,
+  it is reported ``undone``; else what is left of it after ``KEPT_AFTER`` changes (or at
+  close) is reported as ``chars_kept`` (the final report, issue 35).
 * a code action, "Apply sketch from selection": the selected text is a lazy sketch of the
   rest of the document; the applier's merge replaces the document (``WorkspaceEdit``), or
   the action is offered disabled with the applier's reason. The command
@@ -46,7 +49,8 @@ class Backend(Protocol):
 
     def suggest(self, payload: dict[str, Any]) -> dict[str, Any]: ...
 
-    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None: ...
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None,
+                 **final: Any) -> None: ...
 
     def apply(self, original: str, sketch: str, path: str | None) -> dict[str, Any]: ...
 
@@ -65,8 +69,10 @@ class HttpBackend:
         r.raise_for_status()
         return dict(r.json())
 
-    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None:
-        body: dict[str, Any] = {"request_id": request_id, "outcome": outcome}
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None,
+                 **final: Any) -> None:
+        """``final``: the final report (``chars_kept`` and ``kept_after``, or ``undone``)."""
+        body: dict[str, Any] = {"request_id": request_id, "outcome": outcome, **final}
         if chars is not None:
             body["chars_accepted"] = chars
         r = self.client.post("/v1/feedback", json=body)
@@ -101,13 +107,14 @@ class LocalBackend:
         log_action(self.events, result)
         return tab_response(result)
 
-    def feedback(self, request_id: str, outcome: str, chars: int | None = None) -> None:
+    def feedback(self, request_id: str, outcome: str, chars: int | None = None,
+                 **final: Any) -> None:
         from specialists.base import SpecialistError
         from specialists.tab.events import Feedback
 
         try:
             self.events.record_feedback(Feedback(request_id, outcome,  # type: ignore[arg-type]
-                                                 chars))
+                                                 chars, **final))
         except SpecialistError as exc:
             log.warning("feedback for %s: %s", request_id, exc.message)
 
@@ -126,6 +133,37 @@ class _Shown:
     end: int
 
 
+KEPT_AFTER = 20
+"""Changes of the document after an accept at which what is left of it is reported (the
+final report's ``kept_after``: a change is about a keystroke while typing)."""
+
+
+@dataclass
+class _Kept:
+    """An accepted suggestion in the document, followed until its final report (issue 35)."""
+
+    request_id: str
+    start: int
+    end: int
+    left: int
+    """Its characters still there."""
+    changes: int = 0
+
+
+def _follow(kept: _Kept, edit: dict[str, Any]) -> None:
+    """Move ``kept``'s region through one edit, counting what the edit deleted of it."""
+    o, lo, ln = int(edit["offset"]), len(edit["old"]), len(edit["new"])
+    s, e = kept.start, kept.end
+    if o + lo <= s and not (lo == 0 and o == s and s == e):  # wholly before it
+        kept.start, kept.end = s + ln - lo, e + ln - lo
+    elif o >= e:  # wholly after it
+        return
+    else:
+        kept.left -= max(0, min(e, o + lo) - max(s, o))
+        kept.start = s if s < o else o + ln
+        kept.end = e + ln - lo if o + lo < e else max(kept.start, min(o, e))
+
+
 @dataclass
 class _Doc:
     text: str
@@ -133,6 +171,12 @@ class _Doc:
     """The Tab session: the URI and which opening of it (``uri#N``)."""
     edits: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RECENT_EDITS))
     shown: _Shown | None = None
+    taken: _Shown | None = None
+    """The suggestion the last change put in the document (an accept's edit comes before
+    its command in most editors)."""
+    accepting: _Shown | None = None
+    """Accepted, its text not in the document yet: the next change should bring it."""
+    kept: _Kept | None = None
 
 
 def _edit_between(old: str, new: str) -> dict[str, Any] | None:
@@ -171,11 +215,40 @@ def build_server(backend: Backend) -> LanguageServer:
         uri = params.text_document.uri
         docs[uri] = _Doc(params.text_document.text, session=f"{uri}#{next(openings)}")
 
+    def report_kept(doc: _Doc, undone: bool = False) -> None:
+        """The final report of the accepted suggestion ``doc`` follows: deleted whole (an
+        undo), or the characters left after ``KEPT_AFTER`` changes (or at close)."""
+        kept, doc.kept = doc.kept, None
+        if kept is None:
+            return
+        if undone:
+            backend.feedback(kept.request_id, "accepted", undone=True)
+        else:
+            backend.feedback(kept.request_id, "accepted", chars_kept=max(0, kept.left),
+                             kept_after=kept.changes)
+
+    def follow_kept(doc: _Doc, new: str, edit: dict[str, Any] | None) -> None:
+        accepting, doc.accepting = doc.accepting, None
+        if accepting is not None and _took(accepting, new):  # the accept's own edit
+            doc.kept = _Kept(accepting.request_id, accepting.start,
+                             accepting.start + len(accepting.text), len(accepting.text))
+            return
+        if doc.kept is None or edit is None:
+            return
+        _follow(doc.kept, edit)
+        doc.kept.changes += 1
+        if doc.kept.left <= 0:
+            report_kept(doc, undone=True)  # the accepted text deleted: undone
+        elif doc.kept.changes >= KEPT_AFTER:
+            report_kept(doc)
+
     @server.feature(t.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: t.DidCloseTextDocumentParams) -> None:
         doc = docs.pop(params.text_document.uri, None)
         if doc is not None and doc.shown is not None:
             backend.feedback(doc.shown.request_id, "rejected")
+        if doc is not None:
+            report_kept(doc)
 
     @server.feature(t.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(params: t.DidChangeTextDocumentParams) -> None:
@@ -185,8 +258,10 @@ def build_server(backend: Backend) -> LanguageServer:
         edit = _edit_between(doc.text, new)
         if edit is not None:
             doc.edits.append(edit)
+        follow_kept(doc, new, edit)
         shown, doc.shown = doc.shown, None
-        if shown is not None and not _took(shown, new):
+        doc.taken = shown if shown is not None and _took(shown, new) else None
+        if shown is not None and doc.taken is None:
             backend.feedback(shown.request_id, "rejected")  # typed on past it
         doc.text = new
 
@@ -219,10 +294,19 @@ def build_server(backend: Backend) -> LanguageServer:
 
     @server.command(ACCEPT)
     def accept(request_id: str, chars: int) -> None:
-        for doc in docs.values():
-            if doc.shown is not None and doc.shown.request_id == request_id:
-                doc.shown = None
         backend.feedback(str(request_id), "accepted", int(chars))
+        for doc in docs.values():
+            for shown in (doc.shown, doc.taken):
+                if shown is None or shown.request_id != request_id:
+                    continue
+                doc.shown = doc.taken = None
+                report_kept(doc)  # an earlier accept still followed: what is left of it now
+                if _took(shown, doc.text):  # its edit came first: follow it from here
+                    doc.kept = _Kept(shown.request_id, shown.start,
+                                     shown.start + len(shown.text), len(shown.text))
+                else:
+                    doc.accepting = shown
+                break
 
     @server.feature(t.TEXT_DOCUMENT_CODE_ACTION, t.CodeActionOptions(
         code_action_kinds=[t.CodeActionKind.RefactorRewrite]))

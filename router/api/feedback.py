@@ -1,9 +1,19 @@
-"""``POST /v1/feedback``: accept / reject / partial for a suggestion the Tab route showed.
+"""``POST /v1/feedback``: accept / reject / partial for a suggestion the Tab route showed,
+and the final report on what became of it (issue 35).
 
 Idempotent (the same feedback twice is one outcome); unknown id → 404; feedback after the
 request's window → 409; a different outcome for an id that has one → 409. Batch form:
 ``{"feedback": [{...}, ...]}`` answers one result per item, so one bad item does not sink a
 buffered batch.
+
+The final report — ``chars_kept`` (accepted characters still present ``kept_after``
+keystrokes later), ``undone`` (the accept was undone), ``switched_off`` (Tab was switched
+off after it) — comes with the outcome or in a later feedback repeating it (``chars_accepted``
+may be left out then). It is recorded once: the same report again is a duplicate, a
+different one → 409; one that contradicts its outcome or itself (``chars_kept`` or
+``undone`` on a rejected suggestion, ``chars_kept`` with ``undone``, ``kept_after`` without
+``chars_kept``) → 409 too. ``chars_kept`` counts at most the
+characters accepted (as ``chars_accepted`` counts at most the suggestion's).
 """
 
 from __future__ import annotations
@@ -30,6 +40,15 @@ class FeedbackItem(BaseModel):
     request_id: str = Field(min_length=1, max_length=200)
     outcome: Literal["accepted", "rejected", "partial"]
     chars_accepted: json_int(ge=0) | None = None  # type: ignore[valid-type]
+    chars_kept: json_int(ge=0) | None = Field(  # type: ignore[valid-type]
+        None, description="final report: accepted characters still present kept_after "
+                          "keystrokes after the accept (counted up to chars_accepted)")
+    kept_after: json_int(ge=0) | None = Field(  # type: ignore[valid-type]
+        None, description="final report: the keystrokes after the accept at which "
+                          "chars_kept was counted")
+    undone: bool | None = Field(None, description="final report: the accept was undone")
+    switched_off: bool | None = Field(
+        None, description="final report: the person switched Tab off after this suggestion")
 
 
 class FeedbackBatch(BaseModel):
@@ -45,7 +64,9 @@ def store_of(request: Request) -> EventStore:
 
 
 def _record(store: EventStore, item: FeedbackItem, deployed: str | None) -> dict[str, Any]:
-    new = store.record_feedback(Feedback(item.request_id, item.outcome, item.chars_accepted))
+    new = store.record_feedback(Feedback(item.request_id, item.outcome, item.chars_accepted,
+                                         chars_kept=item.chars_kept, kept_after=item.kept_after,
+                                         undone=item.undone, switched_off=item.switched_off))
     out: dict[str, Any] = {"request_id": item.request_id,
                            "status": "recorded" if new else "duplicate"}
     version = store.version_of(item.request_id)

@@ -25,11 +25,17 @@ def _loop(ns: argparse.Namespace) -> int:
 
 def _simulated(ns: argparse.Namespace) -> int:
     from router.config import default_config_path
-    from specialists.tab.loop.runner import LoopArgs, run_loop
+    from specialists.tab.loop.runner import LoopArgs, resolve, run_loop
+    from specialists.tab.loop.trainer import REWARDS
 
     fields = {f.name for f in dataclasses.fields(LoopArgs)}
     args = LoopArgs(**{k: v for k, v in vars(ns).items() if k in fields and v is not None})
     args.config = args.config or str(default_config_path())
+    resolve(args)  # the config's loop.reward and loop.population where no flag gave them
+    if args.reward not in REWARDS:
+        print(f"complement loop: loop.reward {args.reward!r} is not one of "
+              f"{', '.join(REWARDS)}", file=sys.stderr)
+        return 2
     if not Path(args.data).is_dir():
         print(f"complement loop: data directory {args.data!r} not found; pass --data DIR "
               "(JSONL.gz edit pairs, e.g. ../shared/data/commits)", file=sys.stderr)
@@ -72,6 +78,7 @@ def _live(ns: argparse.Namespace) -> int:
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
     args = live_args(ns)
+    args.reward = ns.reward or config.loop.reward
     url, key = _server_url(ns, config), _api_key(ns, config)
     events = _events(config, state)
 
@@ -238,11 +245,22 @@ def register(subparsers: Any) -> None:
                               "importance-weighted (default 0: on-policy only)",
              "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)",
              "population": "--simulate: a population file (configs/users/*.yaml): the simulated "
-                           "users are its people (default: oracles, who accept exactly the real "
-                           "next text)"}
+                           "users are its people and the gate replays with them (default: the "
+                           "config's loop.population, else oracles, who accept exactly the "
+                           "real next text)",
+             "reward": "what the trainer, the gate and the canary score events by: kept "
+                       "(characters still there by the editor's final report; dismissals, "
+                       "undos and Tab switched off cost) or accept (the accept key, "
+                       "+0.75/-0.25) (default: the config's loop.reward, kept)"}
     for f in dataclasses.fields(LoopArgs):
         default = getattr(defaults, f.name)
         kind: Callable[[str], Any] = type(default) if default is not None else str
+        if f.name == "reward":
+            from specialists.tab.loop.trainer import REWARDS
+
+            p.add_argument("--reward", dest="reward", choices=REWARDS, default=None,
+                           help=helps["reward"])
+            continue
         if f.name in ("turns", "gate_margin"):  # each mode has its own default
             p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind,
                            default=None, help=helps[f.name])
@@ -254,14 +272,15 @@ def register(subparsers: Any) -> None:
 
 def _train_from_events(ns: argparse.Namespace) -> int:
     from router.config import load_config
-    from specialists.tab.loop.trainer import train_from_events
+    from specialists.tab.loop.trainer import named_reward, train_from_events
     from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
     state = Path(ns.data_dir) if ns.data_dir else config.data_path()
     events = _events(config, state)
     try:
-        report = train_from_events(events, PolicyStore(state / "tab"))
+        report = train_from_events(events, PolicyStore(state / "tab"),
+                                   reward=named_reward(config.loop.reward))
     except SpecialistError as exc:
         print(f"complement tab train: {exc.message}", file=sys.stderr)
         return 2

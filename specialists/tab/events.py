@@ -58,9 +58,32 @@ class ActionRecord:
 
 @dataclass
 class Feedback:
+    """What the person did with a shown suggestion (``outcome``), and optionally the final
+    report on what became of it (issue 35): ``chars_kept`` accepted characters still present
+    ``kept_after`` keystrokes later, the accept ``undone``, Tab ``switched_off`` after it.
+    The final report may come with the outcome or in a later feedback on the same request;
+    it is recorded once."""
+
     request_id: str
     outcome: Outcome
     chars_accepted: int | None = None
+    chars_kept: int | None = None
+    kept_after: int | None = None
+    undone: bool | None = None
+    switched_off: bool | None = None
+
+    @property
+    def final(self) -> bool:
+        """Does this feedback carry a final report?"""
+        return self.chars_kept is not None or self.undone is not None or self.switched_off is not None
+
+    def final_report(self, accepted: int) -> tuple[int | None, int | None, bool, bool]:
+        """(chars_kept, kept_after, undone, switched_off) as stored: an undo keeps nothing;
+        no more is kept than the ``accepted`` characters (as ``chars_accepted`` is cut to
+        the suggestion's length)."""
+        kept = 0 if self.undone else self.chars_kept
+        return (None if kept is None else min(kept, accepted), self.kept_after,
+                bool(self.undone), bool(self.switched_off))
 
 
 @dataclass
@@ -77,6 +100,12 @@ class LabelledEvent:
     chars_accepted: int
     kind: str | None = None
     rule: str | None = None
+    chars_kept: int | None = None
+    """The final report's accepted characters still present (None: nothing reported)."""
+    undone: bool = False
+    """The final report says the accept was undone."""
+    switched_off: bool = False
+    """The final report says the person switched Tab off after this suggestion."""
 
     @property
     def credited(self) -> bool:
@@ -208,10 +237,14 @@ class EventStore:
         return errors
 
     def record_feedback(self, fb: Feedback, now: float | None = None) -> bool:
-        """Store one outcome. True if new, False if the same feedback was already stored.
+        """Store one outcome, and the final report it carries. True if anything new was
+        stored, False if the same feedback was already stored.
 
-        Raises NotFoundError (unknown id), ConflictError (nothing was shown, expired, or a different
-        outcome already recorded) and SpecialistError (an outcome we do not know).
+        A final report (``Feedback.final``) may come with the outcome or later, repeating
+        the outcome (its ``chars_accepted`` may then be left out); it is stored once.
+        Raises NotFoundError (unknown id), ConflictError (nothing was shown, expired, a
+        different outcome or a different final report already recorded, a final report that
+        contradicts itself or its outcome) and SpecialistError (an outcome we do not know).
         """
         from sqlalchemy import select
         from sqlalchemy.exc import IntegrityError
@@ -219,7 +252,9 @@ class EventStore:
         if fb.outcome not in OUTCOMES:
             raise SpecialistError(f"outcome must be one of {list(OUTCOMES)}, got {fb.outcome!r}",
                              param="outcome")
+        _check_final(fb)
         now = time.time() if now is None else now
+        o = self.outcomes
         with self.engine.begin() as conn:
             action = conn.execute(select(self.actions.c.shown, self.actions.c.expires_at,
                                          self.actions.c.suggestion)
@@ -233,21 +268,30 @@ class EventStore:
                 raise ConflictError(f"request {fb.request_id!r} showed no suggestion; there is "
                                "nothing to accept or reject", param="request_id")
             chars = _chars(fb, action.suggestion)
-            existing = conn.execute(select(self.outcomes.c.outcome, self.outcomes.c.chars_accepted)
-                                    .where(self.outcomes.c.request_id == fb.request_id)).first()
+            existing = conn.execute(select(o.c.outcome, o.c.chars_accepted, o.c.chars_kept,
+                                           o.c.kept_after, o.c.undone, o.c.switched_off,
+                                           o.c.final_at)
+                                    .where(o.c.request_id == fb.request_id)).first()
             if existing is not None:
-                return _same_or_conflict(fb, chars, existing)
+                if not _same_or_conflict(fb, chars, existing):
+                    return False
+                return self._record_final(conn, fb, existing, now)
             if action.expires_at is not None and now > action.expires_at:
-                conn.execute(self.outcomes.insert().values(
+                conn.execute(o.insert().values(
                     request_id=fb.request_id, outcome="expired", chars_accepted=0,
                     created_at=now, source="timeout"))
                 expired = True
             else:
                 expired = False
+                final: dict[str, Any] = {}
+                if fb.final:
+                    kept, after, undone, off = fb.final_report(chars)
+                    final = {"chars_kept": kept, "kept_after": after, "undone": undone,
+                             "switched_off": off, "final_at": now}
                 try:
-                    conn.execute(self.outcomes.insert().values(
+                    conn.execute(o.insert().values(
                         request_id=fb.request_id, outcome=fb.outcome, chars_accepted=chars,
-                        created_at=now, source="client"))
+                        created_at=now, source="client", **final))
                 except IntegrityError:  # a concurrent duplicate won the race
                     return False
         if expired:
@@ -255,6 +299,35 @@ class EventStore:
                            f"{self.feedback_timeout_s:g}s window; it was counted as rejected",
                            param="request_id")
         return True
+
+    def _record_final(self, conn: Any, fb: Feedback, existing: Any, now: float) -> bool:
+        """A final report for an outcome already stored: stored once (True), the same one
+        again is a duplicate (False), a different one a conflict."""
+        from sqlalchemy import select
+
+        o = self.outcomes
+        report = fb.final_report(int(existing.chars_accepted))
+        if existing.final_at is None:
+            kept, after, undone, off = report
+            done = conn.execute(o.update().where(o.c.request_id == fb.request_id)
+                                .where(o.c.final_at.is_(None))
+                                .values(chars_kept=kept, kept_after=after, undone=undone,
+                                        switched_off=off, final_at=now))
+            if done.rowcount == 1:
+                return True
+            existing = conn.execute(select(o.c.chars_kept, o.c.kept_after, o.c.undone,
+                                           o.c.switched_off)
+                                    .where(o.c.request_id == fb.request_id)).first()
+        stored = (existing.chars_kept, existing.kept_after, bool(existing.undone),
+                  bool(existing.switched_off))
+        if stored == report:
+            return False
+        raise ConflictError(f"request {fb.request_id!r} already has a final report "
+                            f"(chars_kept={stored[0]}, kept_after={stored[1]}, "
+                            f"undone={str(stored[2]).lower()}, "
+                            f"switched_off={str(stored[3]).lower()}); a final report is "
+                            "recorded once: send everything it says in one feedback",
+                            param="request_id")
 
     def expire_stale(self, now: float | None = None) -> int:
         """Count every shown suggestion past its window without feedback as rejected."""
@@ -284,7 +357,8 @@ class EventStore:
         from sqlalchemy import or_, select
 
         a, o = self.actions, self.outcomes
-        query = (select(a, o.c.outcome, o.c.chars_accepted)
+        query = (select(a, o.c.outcome, o.c.chars_accepted, o.c.chars_kept, o.c.undone,
+                        o.c.switched_off)
                  .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
                  .where(a.c.policy_version == version)
                  .where(or_(a.c.shown.is_(False), o.c.outcome.is_not(None)))
@@ -295,7 +369,9 @@ class EventStore:
             rows = conn.execute(query).all()
         return [LabelledEvent(r.request_id, r.policy_version, r.action, r.logprob, r.shown,
                               json.loads(r.features), r.suggestion, r.outcome,
-                              int(r.chars_accepted or 0), r.kind, r.rule) for r in rows]
+                              int(r.chars_accepted or 0), r.kind, r.rule,
+                              None if r.chars_kept is None else int(r.chars_kept),
+                              bool(r.undone), bool(r.switched_off)) for r in rows]
 
     def version_of(self, request_id: str) -> str | None:
         """The policy version that answered ``request_id`` (``None``: no such request)."""
@@ -343,21 +419,35 @@ class EventStore:
         return {"actions": int(actions or 0), "outcomes": int(outcomes or 0)}
 
     def version_stats(self, accept: float = 0.75, reject: float = -0.25,
-                      none: float = 0.0, since: float | None = None) -> list[dict[str, Any]]:
+                      none: float = 0.0, since: float | None = None,
+                      kept: Any = None) -> list[dict[str, Any]]:
         """Per policy version, over its labelled events (``since``: decided at or after that
         time): show rate, accept rate, reward of the policy's own choices (what a rule showed
         in their place counts as nothing shown, as the trainer counts it: see
         :meth:`kind_stats` for everything the users saw); oldest version first (numbered
-        versions in number order)."""
+        versions in number order). Beside the accept key's reward (``accept``/``reject``),
+        what was kept (issue 35): characters kept (the final report's, else those accepted;
+        none of an undone accept), undone accepts, Tab switch-offs and the reward of what was
+        kept (``kept``: a :class:`~specialists.tab.users.KeptReward`, default its terms)."""
         from sqlalchemy import and_, case, func, select
 
+        from specialists.tab.users import KeptReward
+
+        kept = kept or KeptReward()
         a, o = self.actions, self.outcomes
         own = and_(a.c.shown.is_(True), a.c.rule.is_(None))
         accepted = and_(own, o.c.outcome.in_(("accepted", "partial")))
+        undone = and_(accepted, o.c.undone.is_(True))
+        chars = case((undone, 0), (and_(accepted, o.c.chars_kept.is_not(None)), o.c.chars_kept),
+                     (accepted, o.c.chars_accepted), else_=0)
         query = (select(a.c.policy_version,
                         func.count().label("n"),
                         func.sum(case((own, 1), else_=0)).label("shown"),
-                        func.sum(case((accepted, 1), else_=0)).label("accepted"))
+                        func.sum(case((accepted, 1), else_=0)).label("accepted"),
+                        func.sum(case((undone, 1), else_=0)).label("undone"),
+                        func.sum(case((and_(own, o.c.switched_off.is_(True)), 1), else_=0))
+                        .label("switched_off"),
+                        func.sum(chars).label("chars_kept"))
                  .select_from(a.outerjoin(o, o.c.request_id == a.c.request_id))
                  .where((a.c.shown.is_(False)) | (o.c.outcome.is_not(None)))
                  .group_by(a.c.policy_version))
@@ -368,11 +458,17 @@ class EventStore:
         out = []
         for r in rows:
             n, shown, acc = int(r.n), int(r.shown or 0), int(r.accepted or 0)
+            undos, offs, kept_chars = int(r.undone or 0), int(r.switched_off or 0), int(r.chars_kept or 0)
             reward = acc * accept + (shown - acc) * reject + (n - shown) * none
+            reward_kept = ((shown - acc) * kept.dismiss + undos * kept.undo
+                           + kept_chars * kept.per_char + offs * kept.off + (n - shown) * kept.none)
             out.append({"version": r.policy_version, "events": n, "shown": shown,
                         "accepted": acc, "show_rate": shown / n,
                         "accept_rate": acc / shown if shown else 0.0,
-                        "reward_per_request": reward / n})
+                        "reward_per_request": reward / n,
+                        "undone": undos, "switched_off": offs, "chars_kept": kept_chars,
+                        "chars_kept_per_request": kept_chars / n,
+                        "kept_reward_per_request": reward_kept / n})
         out.sort(key=lambda row: (0, int(row["version"]), "") if str(row["version"]).isdigit()
                  else (1, 0, str(row["version"])))
         return out
@@ -420,12 +516,36 @@ def _chars(fb: Feedback, suggestion: str | None) -> int:
     return 0
 
 
+def _check_final(fb: Feedback) -> None:
+    """A final report that contradicts itself or its outcome: a conflict (409), whatever is
+    stored; each part of it alone is valid."""
+    if fb.outcome == "rejected" and (fb.chars_kept is not None or fb.undone is not None):
+        raise ConflictError(f"request {fb.request_id!r}: chars_kept and undone report on "
+                              "accepted text; a rejected suggestion takes only switched_off",
+                              param="chars_kept" if fb.chars_kept is not None else "undone")
+    if fb.undone and fb.chars_kept:
+        raise ConflictError(f"request {fb.request_id!r}: an undone accept keeps no "
+                              f"characters (got chars_kept={fb.chars_kept}); send undone "
+                              "alone, or chars_kept alone", param="chars_kept")
+    if fb.kept_after is not None and fb.chars_kept is None:
+        raise ConflictError(f"request {fb.request_id!r}: kept_after says when chars_kept "
+                              "was counted; send chars_kept with it", param="kept_after")
+    for name in ("chars_kept", "kept_after"):
+        value = getattr(fb, name)
+        if value is not None and value < 0:
+            raise SpecialistError(f"{name} must be at least 0, got {value}", param=name)
+
+
 def _same_or_conflict(fb: Feedback, chars: int, existing: Any) -> bool:
+    """True when ``fb`` repeats the stored outcome and carries a final report to look at;
+    False for a plain duplicate; a different outcome is a conflict. A final report may
+    leave ``chars_accepted`` out: only its outcome must match."""
     if existing.outcome == "expired":
         raise ConflictError(f"feedback for {fb.request_id!r} came after its window; it was "
                        "counted as rejected", param="request_id")
-    if existing.outcome == fb.outcome and int(existing.chars_accepted) == chars:
-        return False
+    loose = fb.final and fb.chars_accepted is None
+    if existing.outcome == fb.outcome and (loose or int(existing.chars_accepted) == chars):
+        return fb.final
     raise ConflictError(f"request {fb.request_id!r} already has outcome {existing.outcome!r}; "
                    f"feedback is recorded once", param="request_id")
 

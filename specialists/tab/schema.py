@@ -39,7 +39,15 @@ outcomes = Table(
     Column("outcome", String(16), nullable=False),
     Column("chars_accepted", Integer, nullable=False),
     Column("created_at", Float, nullable=False),
-    Column("source", String(16), nullable=False))
+    Column("source", String(16), nullable=False),
+    Column("chars_kept", Integer),
+    Column("kept_after", Integer),
+    Column("undone", Boolean),
+    Column("switched_off", Boolean),
+    Column("final_at", Float))
+"""``chars_kept`` .. ``final_at``: the editor's final report on what became of a suggestion
+(issue 35), NULL until one arrives: accepted characters still present ``kept_after``
+keystrokes later, an accept ``undone``, Tab ``switched_off`` after it."""
 
 deploys = Table(
     "deploys", metadata,

@@ -333,6 +333,7 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
     for t in log["turns"]:
         assert t["events"] >= 40 and t["turnaround_s"] > 0
         assert t["extra"]["acknowledged"] == t["extra"]["stored"]  # nothing lost
+        assert t["reward"] == "kept"  # the default config's loop.reward (issue 35)
     assert log["turns"][1]["off_policy_refused"] >= (40 if log["turns"][0]["shipped"] else 0)
     assert (out / "loop.png").stat().st_size > 1000
     status = subprocess.run([sys.executable, "-m", "router.cli", "loop", "status", "--simulate",
@@ -341,6 +342,9 @@ def test_loop_command_runs_turns_resumes_and_reports(tmp_path: Path, tiny_checkp
     info = json.loads(status.stdout)
     assert info["deployed"] in info["versions"] and info["lineage"][0]["version"] == info["deployed"]
     assert len(info["last_turns"]) == 2
+    # what was kept per 1,000 keystrokes, beside the reward, in what status reports
+    assert [t["chars_kept_per_1000"] for t in info["last_turns"]] == \
+        [t["chars_kept_per_1000"] for t in log["turns"]]
     missing = subprocess.run([*cmd[:5], "--data", str(tmp_path / "nowhere")], cwd=REPO,
                              env=env, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "not found" in missing.stderr
@@ -366,6 +370,44 @@ def test_simulated_people_drive_the_api(served: tuple[str, Any, PolicyStore, int
         assert stats.switched_off >= 1 and stats.tab_off >= 1
     assert stats.summary()["kept_reward_per_request"] < 0
     assert stats.keystrokes > 0 and stats.summary()["chars_kept_per_1000"] == 0  # nothing right was kept
+    # issue 35: each accept's undo and each switch-off reached the store through /v1/feedback
+    assert stats.finals_sent == stats.accepted
+    labelled = app.state.events.labelled(str(v))
+    assert sum(e.undone for e in labelled) == stats.accepted
+    assert sum(e.switched_off for e in labelled) == stats.switched_off
+    assert all(e.outcome == "rejected" or e.undone for e in labelled if e.shown)
+
+
+def test_the_loop_learns_from_what_people_kept(served: tuple[str, Any, PolicyStore, int],
+                                              toy_data: Path) -> None:
+    """Issue 35: people who take wrong suggestions and undo them. The accept key calls
+    every accept a win; the kept reward, from the undos the simulator reported over HTTP,
+    scores each as a loss, and the trainer learns from that (the config's default)."""
+    from specialists.tab.loop.trainer import named_reward
+    from specialists.tab.users import KeptReward, World, parse_population
+
+    url, app, store, v = served
+    pop = parse_population({"name": "undoers", "people": [{"type": "u", "traits": {
+        "noise": {"dismiss": 1.0, "accept_wrong": 1.0, "undo_after": 2}}}]})
+    stats = simulate(url, load_split(toy_data, "toy"), users=2, max_requests=30,
+                     world=World(pop, seed=0, people=2))
+    assert not stats.errors, stats.errors[:3]
+    assert stats.accepted > 0  # every wrong suggestion taken ...
+    (row,) = app.state.events.version_stats()
+    assert row["undone"] == stats.accepted and row["chars_kept"] == 0  # ... and undone
+    assert row["reward_per_request"] > 0 > row["kept_reward_per_request"]
+    # the simulator's own kept reward and the store's agree: what it reported is what it saw
+    assert row["kept_reward_per_request"] == pytest.approx(
+        stats.summary()["kept_reward_per_request"], abs=1e-4)
+    from router.config import LoopConfig
+
+    assert LoopConfig().reward == "kept"  # the config's default: what was kept
+    kept = train_from_events(app.state.events, store, reward=named_reward(LoopConfig().reward))
+    assert kept.reward_mean == pytest.approx(row["kept_reward_per_request"])
+    assert KeptReward().undo < 0 and kept.reward_mean < 0
+    assert row["reward_per_request"] == pytest.approx(
+        sum(named_reward("accept")(e.shown, e.outcome == "accepted")
+            for e in app.state.events.labelled(str(v))) / row["events"])
 
 
 def test_loop_command_refuses_a_bad_population(tmp_path: Path, toy_data: Path) -> None:

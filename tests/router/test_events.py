@@ -106,6 +106,84 @@ def test_partial_and_clamped_chars(store: EventStore) -> None:
     assert by_id["p"].chars_accepted == 5 and by_id["q"].chars_accepted == 2
 
 
+def test_a_final_report_is_stored_once_and_says_what_was_kept(store: EventStore) -> None:
+    """Issue 35: after the outcome, what became of the suggestion — kept characters, an
+    undo, Tab switched off — comes with the outcome or later; stored once, scored by the
+    kept reward, the accept key's reward unchanged."""
+    from specialists.tab.loop.trainer import named_reward, reward_of
+
+    for rid in ("kept", "undone", "off", "both", "old"):
+        store.record_action(act(rid, text="hello world"))
+    # a later report on an accept: the outcome repeated, its chars_accepted may be left out
+    assert store.record_feedback(Feedback("kept", "accepted", chars_accepted=5)) is True
+    assert store.record_feedback(Feedback("kept", "accepted", chars_kept=4, kept_after=20)) is True
+    assert store.record_feedback(Feedback("kept", "accepted", chars_kept=4, kept_after=20)) is False
+    assert store.record_feedback(Feedback("kept", "accepted", chars_accepted=5)) is False
+    with pytest.raises(ConflictError, match="already has a final report .chars_kept=4"):
+        store.record_feedback(Feedback("kept", "accepted", chars_kept=3, kept_after=20))
+    with pytest.raises(ConflictError, match="already has a final report"):
+        store.record_feedback(Feedback("kept", "accepted", undone=True))
+    with pytest.raises(ConflictError, match="already has outcome 'accepted'"):
+        store.record_feedback(Feedback("kept", "rejected", switched_off=True))
+    with pytest.raises(NotFoundError, match="no tab request"):
+        store.record_feedback(Feedback("ghost", "accepted", undone=True))
+    # with the outcome at once; an undo keeps nothing; more kept than accepted is cut
+    assert store.record_feedback(Feedback("undone", "accepted", undone=True)) is True
+    assert store.record_feedback(Feedback("both", "accepted", chars_accepted=3, chars_kept=9)) is True
+    assert store.record_feedback(Feedback("off", "rejected", switched_off=True)) is True
+    assert store.record_feedback(Feedback("old", "accepted")) is True  # no report: what was accepted
+    for bad, param in ((Feedback("off", "rejected", chars_kept=1), "chars_kept"),
+                       (Feedback("off", "rejected", undone=True), "undone"),
+                       (Feedback("undone", "accepted", undone=True, chars_kept=2), "chars_kept"),
+                       (Feedback("kept", "accepted", kept_after=3), "kept_after")):
+        with pytest.raises(ConflictError) as err:  # contradicts itself or its outcome
+            store.record_feedback(bad)
+        assert err.value.param == param
+    assert store.counts()["outcomes"] == 5
+
+    by_id = {e.request_id: e for e in store.labelled("v1")}
+    assert (by_id["kept"].chars_accepted, by_id["kept"].chars_kept) == (5, 4)
+    assert by_id["undone"].undone and by_id["undone"].chars_kept == 0
+    assert by_id["both"].chars_kept == 3 and by_id["off"].switched_off
+    assert by_id["old"].chars_kept is None and not by_id["old"].undone
+    kept, accept = named_reward("kept"), named_reward("accept")
+    expected = {"kept": 0.4, "undone": -0.5, "both": 0.3, "off": -2.25, "old": 1.1}
+    assert {rid: round(reward_of(e, kept), 6) for rid, e in by_id.items()} == expected
+    assert {rid: reward_of(e, accept) for rid, e in by_id.items()} == \
+        {"kept": 0.75, "undone": 0.75, "both": 0.75, "off": -0.25, "old": 0.75}
+    (v1,) = store.version_stats()
+    assert (v1["undone"], v1["switched_off"], v1["chars_kept"]) == (1, 1, 4 + 3 + 11)
+    assert v1["kept_reward_per_request"] == pytest.approx(sum(expected.values()) / 5)
+    assert v1["reward_per_request"] == pytest.approx((4 * 0.75 - 0.25) / 5)
+    with pytest.raises(SpecialistError, match="unknown reward 'clicks'"):
+        named_reward("clicks")
+
+
+def test_a_store_at_the_previous_revision_gains_the_final_report(url: str) -> None:
+    """Migration 0004 on a store at 0003 with an outcome in it: the row is kept, with
+    nothing reported yet, and a final report then lands on it."""
+    from alembic import command
+
+    from specialists.tab.migrations import _config, _locked
+
+    s = EventStore(url)
+    s.record_action(act("r"))
+    s.record_feedback(Feedback("r", "accepted"))
+    with _locked(s.engine) as conn:
+        command.downgrade(_config(conn), "0003")
+    s.close()
+    again = EventStore(url)
+    try:
+        assert again.schema_version == "0004"
+        (event,) = again.labelled("v1")
+        assert (event.outcome, event.chars_accepted, event.chars_kept, event.undone) == \
+            ("accepted", 3, None, False)
+        assert again.record_feedback(Feedback("r", "accepted", chars_kept=1, kept_after=5))
+        assert again.labelled("v1")[0].chars_kept == 1
+    finally:
+        again.close()
+
+
 def test_late_feedback_counts_as_rejected(store: EventStore) -> None:
     store.record_action(ActionRecord("late", "v1", "show", -1.0, True, suggestion="x",
                                      created_at=time.time() - 60))
@@ -127,7 +205,7 @@ def test_schema_revision_persists_and_newer_is_refused(url: str) -> None:
     s.record_action(act("keep"))
     s.close()
     again = EventStore(url)
-    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0003"
+    assert again.counts()["actions"] == 1 and again.schema_version == head() == "0004"
     with again.engine.begin() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'f00dface'"))
     again.close()
@@ -363,6 +441,29 @@ def test_feedback_http_api(tmp_path: Path) -> None:
         assert batch.status_code == 200
         statuses = [(r["status"], r.get("status_code")) for r in batch.json()["results"]]
         assert statuses == [("recorded", None), ("error", 409), ("error", 404)]
+
+        # issue 35: the final report, later, on the same request id
+        app.state.events.record_action(act("r4"))
+        assert post({"request_id": "r4", "outcome": "accepted", "chars_accepted": 3}).json()["status"] == "recorded"
+        final = {"request_id": "r4", "outcome": "accepted", "chars_kept": 2, "kept_after": 20}
+        assert post(final).json()["status"] == "recorded"
+        assert post(final).json()["status"] == "duplicate"
+        again = post({"request_id": "r4", "outcome": "accepted", "undone": True})
+        assert again.status_code == 409 and "already has a final report" in again.json()["error"]["message"]
+        unknown = post({"request_id": "nope", "outcome": "accepted", "undone": True})
+        assert unknown.status_code == 404 and unknown.json()["error"]["param"] == "request_id"
+        misfit = post({"request_id": "r2", "outcome": "rejected", "undone": True})
+        assert misfit.status_code == 409 and misfit.json()["error"]["param"] == "undone"
+        assert post({"request_id": "r2", "outcome": "rejected", "switched_off": True}).json()["status"] == "recorded"
+        for body in ({"request_id": "r4", "outcome": "accepted", "chars_kept": -1},
+                     {"request_id": "r4", "outcome": "accepted", "undone": "yes"}):
+            refused = post(body)  # the body's validation: 400 naming the field
+            assert refused.status_code == 400 and refused.json()["error"]["param"] in body, refused.text
+        (row,) = app.state.events.version_stats()
+        assert (row["undone"], row["switched_off"], row["chars_kept"]) == (0, 1, 3 + 2)
+        schema = httpx.get(f"{base}/openapi.json", timeout=30).json()
+        item = schema["components"]["schemas"]["FeedbackItem"]["properties"]
+        assert {"chars_kept", "kept_after", "undone", "switched_off"} <= set(item)
 
 
 def test_version_stats_and_deploy_log(store: EventStore) -> None:

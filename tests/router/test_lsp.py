@@ -56,6 +56,12 @@ def _change(client: Any, version: int, text: str) -> None:
         content_changes=[t.TextDocumentContentChangeWholeDocument(text=text)]))
 
 
+def _offset(text: str, pos: t.Position) -> int:
+    """A position's offset in ``text`` (ASCII: UTF-16 units are characters)."""
+    lines = text.split("\n")
+    return sum(len(line) + 1 for line in lines[:pos.line]) + pos.character
+
+
 def _at_end(text: str) -> t.Position:
     lines = text.split("\n")
     return t.Position(line=len(lines) - 1, character=len(lines[-1]))
@@ -92,8 +98,15 @@ def test_lsp_suggests_accepts_rejects_cancels_and_applies(tmp_path: Path) -> Non
             first, cut, version = await _type_until_suggested(client, 20, 1)
             assert first is not None and first.command is not None, "no suggestion while typing"
             rid_accepted = first.command.arguments[0]
+            # the editor puts the suggestion in, runs its command, and the person deletes it
+            text = TYPED[:cut]
+            lo, hi = _offset(text, first.range.start), _offset(text, first.range.end)
+            version += 1
+            _change(client, version, text[:lo] + str(first.insert_text) + text[hi:])
             await client.workspace_execute_command_async(t.ExecuteCommandParams(
                 command=first.command.command, arguments=first.command.arguments))
+            version += 1
+            _change(client, version, text)  # an undo: the accepted text deleted
             second, cut2, version = await _type_until_suggested(client, cut + 1, version)
             assert second is not None and second.command is not None
             rid_rejected = second.command.arguments[0]
@@ -142,6 +155,8 @@ def test_lsp_suggests_accepts_rejects_cancels_and_applies(tmp_path: Path) -> Non
         store.close()
     accepted, rejected = outcomes[out["accepted"]], outcomes[out["rejected"]]
     assert accepted.outcome == "accepted" and accepted.shown
+    assert accepted.undone and accepted.chars_kept == 0  # issue 35: the LSP saw the undo
+    assert not rejected.undone and rejected.chars_kept is None
     assert rejected.outcome == "rejected" and rejected.shown
     assert accepted.policy_version == rejected.policy_version == str(_deployed(tmp_path))
 
@@ -263,3 +278,25 @@ def test_lsp_advertises_inline_completion_and_a_gated_client_gets_ghost_text(
     assert caps.code_action_provider not in (None, False)
     assert ACCEPT_COMMAND in (caps.execute_command_provider.commands or [])
     assert item is not None, "advertised, asked, but no ghost text while typing"
+
+
+def test_an_accepted_suggestion_is_followed_through_the_edits_after_it() -> None:
+    """What the final report counts: the accepted text's characters still there, wherever
+    edits before it moved it; none once deleted whole (an undo)."""
+    from router.lsp import _edit_between, _follow, _Kept
+
+    kept = _Kept("r", 3, 7, 4)  # "XYZW" accepted into "abc|def"
+    text = "abcXYZWdef"
+    for new in ("0abcXYZWdef",    # typed before it: it moves
+                "0abcXYZWdef!",   # typed after it: nothing
+                "0abcXZWdef!",    # one of its characters deleted
+                "0abcXZW-def!"):  # typed right after it
+        edit = _edit_between(text, new)
+        assert edit is not None
+        _follow(kept, edit)
+        text = new
+    assert (kept.left, text[kept.start:kept.end]) == (3, "XZW")
+    edit = _edit_between(text, "0abc-def!")
+    assert edit is not None
+    _follow(kept, edit)
+    assert kept.left == 0

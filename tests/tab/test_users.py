@@ -191,6 +191,9 @@ def test_noise_accepts_wrong_ones_and_the_kept_reward_gives_them_nothing() -> No
         assert o.reward == 0.75
     late = KeptReward(window=2)  # undone after the window: the characters count as kept
     assert late.kept(outs[0][1]) == len("zzz_not_it()")
+    # ... and the undo, past the horizon, costs nothing: what an editor reporting after
+    # `window` keystrokes sees (KeptReward.of_event)
+    assert late.score(outs[0][1]) == pytest.approx(late.per_char * len("zzz_not_it()"))
 
 
 def test_noise_dismisses_correct_ones() -> None:

@@ -180,11 +180,18 @@ def _verdict(diff: float, low: float, high: float, margin: float, units: str) ->
 class Gate:
     """The gate on replayed held-out edits, paired by edit. ``greedy`` (the default) judges
     each version by its most likely actions, so the two differ only where the policies do;
-    ``greedy=False`` samples both from one seeded stream instead."""
+    ``greedy=False`` samples both from one seeded stream instead.
+
+    ``population`` (a :class:`~specialists.tab.users.Population`, issue 35): the edits are
+    typed by its people — edit ``j`` by person ``j``, drawn afresh with the same seed for
+    each version, so both meet the same people — instead of the oracle. ``reward``: what a
+    request scores (a :class:`~specialists.tab.users.KeptReward` scores what was kept;
+    default the accept key's ``RewardConfig``)."""
 
     def __init__(self, pairs: Sequence[Any], lm: Any, *, margin: float = 0.005,
                  seed: int = 0, use_lm: bool = True, greedy: bool = True,
-                 confidence: float = 0.95) -> None:
+                 confidence: float = 0.95, population: Any = None, reward: Any = None,
+                 ask_after_edit: bool = False) -> None:
         from specialists.tab.features import ObserveConfig
         from specialists.tab.harness import ObservationCache
 
@@ -193,6 +200,11 @@ class Gate:
         self.seed = seed
         self.greedy = greedy
         self.confidence = confidence
+        self.population = population
+        self.reward = reward
+        self.ask_after_edit = ask_after_edit
+        """Replay a request also when each hunk is done, as the live editors (and the HTTP
+        simulator) ask."""
         self.cache = ObservationCache(lm, ObserveConfig(use_lm=use_lm and lm is not None))
 
     def per_edit(self, policy_dir: str | Path) -> list[tuple[float, int]]:
@@ -206,10 +218,18 @@ class Gate:
         def decide(req: Any, obs: Any) -> Any:
             return policy.act(obs, sample=not self.greedy).suggestion
 
+        from specialists.tab.users import KeptReward, World
+
+        world = World(self.population, seed=self.seed, people=len(self.pairs)) \
+            if self.population is not None else None
+        kept = self.reward if isinstance(self.reward, KeptReward) else None
+        session_reward = None if kept is not None else self.reward
         out = []
-        for pair in self.pairs:
-            m = run([pair], decide, self.cache)
-            out.append((m.reward, m.requests))
+        for j, pair in enumerate(self.pairs):
+            m = run([pair], decide, self.cache, reward=session_reward,
+                    ask_after_edit=self.ask_after_edit,
+                    world=_Person(world, j) if world is not None else None, kept=kept)
+            out.append((m.reward_kept if kept is not None else m.reward, m.requests))
         return out
 
     def check(self, candidate_dir: str | Path, candidate: int, deployed_dir: str | Path,
@@ -221,7 +241,8 @@ class Gate:
         n = sum(k for _, k in old_edits)
         passed, verdict = _verdict(diff, low, high, self.margin,
                                    f"{len(self.pairs)} paired edits, {n} requests")
-        reason = f"reward per request {new:+.4f} vs deployed {old:+.4f}: " + verdict
+        who = f" ({self.population.name} people)" if self.population is not None else ""
+        reason = f"reward per request{who} {new:+.4f} vs deployed {old:+.4f}: " + verdict
         return GateResult(passed, candidate, deployed, new, old, self.margin, n,
                           time.monotonic() - t0, reason, diff, low, high, len(self.pairs))
 
@@ -272,6 +293,17 @@ class LoggedGate:
         reason = f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f}: " + verdict
         return GateResult(passed, candidate, deployed, new, old, self.margin, len(held),
                           time.monotonic() - t0, reason, diff, low, high, len(held))
+
+
+class _Person:
+    """A world seen from one edit: ``run`` asks for person 0 of its one pair; this is the
+    world's person ``j``."""
+
+    def __init__(self, world: Any, j: int) -> None:
+        self.world, self.j = world, j
+
+    def person(self, _i: int) -> Any:
+        return self.world.person(self.j)
 
 
 def _reseed(policy: Any, seed: int) -> None:

@@ -16,6 +16,11 @@ nothing shown — it runs one turn:
    95% interval: :func:`~specialists.tab.loop.gate.judge_canary`): roll it back when the
    interval ends below ``-canary_margin`` (shown worse), else promote it to everyone.
 
+Events are scored by the reward ``LiveArgs.reward`` names (the config's ``loop.reward``):
+``kept`` — what the editors' final reports say was kept, undone or switched off (issue 35)
+— or ``accept``, the accept key; the trainer, the gate and the canary all use it, and each
+turn reports the characters kept per request beside the reward.
+
 Every turn is recorded in the event store's deploy log (``gate_passed`` / ``gate_failed``
 with both rewards, ``canary_passed`` / ``canary_failed`` with both arms' figures; the
 server adds ``canary_start``, ``canary_promoted``, ``canary_aborted``) and in
@@ -36,7 +41,7 @@ from specialists.base import SpecialistError
 from specialists.tab.events import EventStore
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["LiveArgs", "LiveTurn", "PRESETS", "live_log", "run_live"]
+__all__ = ["LiveArgs", "LiveTurn", "PRESETS", "chars_kept", "live_log", "run_live"]
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -74,6 +79,9 @@ class LiveArgs:
     """A canary whose live reward per request is shown lower than the deployed version's by
     more than this (the 95% interval of canary − deployed ends below ``-canary_margin``)
     is rolled back; any other is promoted."""
+    reward: str = "kept"
+    """What the trainer, the gate and the canary score events by (config ``loop.reward``):
+    ``kept`` (what the editors' final reports say was kept) or ``accept`` (the accept key)."""
 
 
 @dataclass
@@ -91,6 +99,12 @@ class LiveTurn:
     at: float = field(default_factory=time.time)
     canary: dict[str, Any] = field(default_factory=dict)
     """The canary's figures and ``decision`` (promoted, rolled_back, waiting, ended)."""
+    reward: str = "kept"
+    """The reward both rewards above are (``LiveArgs.reward``)."""
+    chars_kept_per_request: float = 0.0
+    """The deployed version's characters kept per request on the events trained on, beside
+    its reward: a policy that wins reward by showing less keeps fewer (the server sees
+    requests, not keystrokes; the simulated loop reports per 1,000 keystrokes)."""
 
 
 def live_log(store: PolicyStore) -> Path:
@@ -133,7 +147,8 @@ def run_live(args: LiveArgs, events: EventStore, store: PolicyStore,
         turn.seconds = round(time.time() - turn.at, 3)
         done.append(turn)
         _append(live_log(store), turn)
-        progress(f"loop: version {deployed} → {turn.candidate}: {turn.gate}"
+        progress(f"loop: version {deployed} → {turn.candidate} ({turn.reward} reward; "
+                 f"{turn.chars_kept_per_request:g} characters kept a request): {turn.gate}"
                  + (f"; canary {turn.canary['decision']}: {turn.canary.get('reason', '')}"
                     if turn.canary else "")
                  + (f"; serving {turn.candidate}" if turn.shipped else ""))
@@ -173,15 +188,18 @@ def _wait_for_events(args: LiveArgs, events: EventStore, version: int,
 def _turn(args: LiveArgs, events: EventStore, store: PolicyStore, deployed: int,
           deploy: Callable[[int], Any], canary: Canary | None) -> LiveTurn:
     from specialists.tab.loop.gate import LoggedGate
-    from specialists.tab.loop.trainer import split_events, train_from_events
+    from specialists.tab.loop.trainer import named_reward, split_events, train_from_events
 
-    turn = LiveTurn(parent=deployed)
+    turn = LiveTurn(parent=deployed, reward=args.reward)
+    reward = named_reward(args.reward)
     labelled = events.labelled(str(deployed))  # read once: the trainer and the gate split it
     report = train_from_events(events, store, min_events=1, holdout=args.holdout,
-                               labelled=labelled)
+                               labelled=labelled, reward=reward)
     _, held = split_events(labelled, args.holdout)
     result = LoggedGate(margin=args.gate_margin).check(store.path(report.version),
-                                                       report.version, deployed, held)
+                                                       report.version, deployed, held,
+                                                       reward=reward)
+    turn.chars_kept_per_request = round(chars_kept(labelled) / max(1, len(labelled)), 3)
     turn.candidate, turn.events, turn.held_out = report.version, report.events_used, len(held)
     turn.off_policy_refused = report.off_policy_refused
     turn.reward_deployed = round(result.reward_deployed, 4)
@@ -206,6 +224,7 @@ def _judge_canary(args: LiveArgs, events: EventStore, store: PolicyStore, turn: 
     """Wait for both arms' events, then promote or roll back the store's canary; False if
     the wait gave up (the canary keeps running; the next run judges it)."""
     from specialists.tab.loop.gate import judge_canary
+    from specialists.tab.loop.trainer import named_reward
 
     running, deployed = store.canary(), store.deployed()
     if running is None or deployed is None or running["version"] != turn.candidate:
@@ -218,11 +237,17 @@ def _judge_canary(args: LiveArgs, events: EventStore, store: PolicyStore, turn: 
                                                    if state == "ended" else "still collecting"))
         return state == "ended"
     since = running["started_at"]
-    result = judge_canary(events.labelled(str(running["version"]), since),
-                          events.labelled(str(deployed), since), running["version"], deployed,
-                          margin=args.canary_margin, min_events=args.canary_min_events)
-    figures = {"reward_candidate": round(result.reward_candidate, 4),
+    arm_new, arm_old = (events.labelled(str(running["version"]), since),
+                        events.labelled(str(deployed), since))
+    result = judge_canary(arm_new, arm_old, running["version"], deployed,
+                          margin=args.canary_margin, min_events=args.canary_min_events,
+                          reward=named_reward(args.reward))
+    figures = {"reward": args.reward, "reward_candidate": round(result.reward_candidate, 4),
                "reward_deployed": round(result.reward_deployed, 4),
+               "chars_kept_per_request_candidate":
+                   round(chars_kept(arm_new) / max(1, len(arm_new)), 3),
+               "chars_kept_per_request_deployed":
+                   round(chars_kept(arm_old) / max(1, len(arm_old)), 3),
                "events_candidate": result.units, "events_deployed": result.requests - result.units,
                **result.summary()}
     events.record_deploy(str(running["version"]), "canary_passed" if result.passed
@@ -258,6 +283,16 @@ def _wait_for_arms(args: LiveArgs, events: EventStore, store: PolicyStore,
                      "running, the next `complement loop` judges it")
             return "waiting"
         time.sleep(args.interval_s)
+
+
+def chars_kept(labelled: list[Any]) -> int:
+    """Characters the policy's own shows kept over ``labelled`` events: the final report's
+    count, else those accepted; none of an undone accept."""
+    total = 0
+    for e in labelled:
+        if e.credited and e.outcome in ("accepted", "partial") and not e.undone:
+            total += e.chars_accepted if e.chars_kept is None else e.chars_kept
+    return total
 
 
 def _append(path: Path, turn: LiveTurn) -> None:

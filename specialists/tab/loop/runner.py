@@ -24,7 +24,7 @@ import yaml
 from specialists.tab.events import EventStore
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["LoopArgs", "run_loop", "status"]
+__all__ = ["LoopArgs", "resolve", "run_loop", "status"]
 
 
 @dataclass
@@ -58,7 +58,11 @@ class LoopArgs:
     """Clip of a stale event's importance weight (with ``max_staleness`` > 0)."""
     population: str | None = None
     """A population file (``configs/users/*.yaml``, issue 35) whose people the simulated
-    users are; None: oracles (the replay's judgement, as before)."""
+    users are, and the gate's replays too (None: the config's ``loop.population``, else
+    oracles: the replay's judgement, as before)."""
+    reward: str | None = None
+    """What the trainer and the gate score by: ``kept`` or ``accept`` (None: the config's
+    ``loop.reward``, default ``kept``)."""
 
 
 @dataclass
@@ -80,6 +84,12 @@ class Turn:
     requests_per_s: float = 0.0
     errors: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    reward: str = "kept"
+    """The reward ``reward_per_request`` and the gate's figures are (``LoopArgs.reward``)."""
+    chars_kept_per_1000: float = 0.0
+    """Accepted characters still there after the kept window per 1,000 keystrokes the
+    users' edits needed, beside the reward: a policy that wins reward by showing less is
+    visible here."""
 
 
 def _free_port() -> int:
@@ -202,18 +212,27 @@ def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
     progress(f"loop: {len(collect_pool)} edits to replay ({args.collect_split}), "
              f"{len(gate_pairs)} gate edits ({args.gate_split})")
     lm = TabLM(checkpoint).load()
-    gate = Gate(gate_pairs, lm, margin=args.gate_margin, seed=args.seed)
+    resolve(args)
+    from specialists.tab.loop.trainer import named_reward
+
+    population = None
+    if args.population:
+        from specialists.tab.users import load_population
+
+        population = load_population(args.population)
+    # the gate replays with the people the deployment serves, scored as the trainer scores
+    gate = Gate(gate_pairs, lm, margin=args.gate_margin, seed=args.seed, population=population,
+                reward=named_reward(str(args.reward)))
     port = args.port or _free_port()
     server = Server(_server_config(args, state, store, port), port, state / "server.log").start()
     log_path = out / "loop.json"
     turns: list[dict[str, Any]] = _previous_turns(log_path)
-    if args.population:  # the same people every turn: their patience carries over
+    if population is not None:  # the same people every turn: their patience carries over
         from functools import partial
 
-        from specialists.tab.users import World, load_population
+        from specialists.tab.users import World
 
-        simulate = partial(simulate, world=World(load_population(args.population), seed=args.seed,
-                                                 people=args.users))
+        simulate = partial(simulate, world=World(population, seed=args.seed, people=args.users))
     try:
         for t in range(len(turns), len(turns) + args.turns):
             row = _one_turn(t, args, server, store, events, gate, collect_pool, progress,
@@ -227,13 +246,21 @@ def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
     return _summary(turns)
 
 
+def resolve(args: LoopArgs) -> None:
+    """``reward`` and ``population`` not given: the config's ``loop`` block's."""
+    base = (yaml.safe_load(Path(args.config).read_text()) or {}) if args.config else {}
+    loop = base.get("loop") or {}
+    args.reward = args.reward or loop.get("reward") or "kept"
+    args.population = args.population or loop.get("population") or None
+
+
 def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events: EventStore,
               gate: Any, pool: list[Any], progress: Any, simulate: Any,
               train_from_events: Any) -> Turn:
     t0 = time.monotonic()
     deployed = store.deployed()
     assert deployed is not None
-    row = Turn(turn=t, deployed=deployed)
+    row = Turn(turn=t, deployed=deployed, reward=str(args.reward))
     have = _collected_this_turn(events, t)
     need = max(0, args.events_per_turn - have)
     before = events.counts()["actions"]
@@ -258,12 +285,15 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
                          switched_off=stats.switched_off,
                          tab_off=stats.tab_off)
     row.requests_per_s = stats.summary()["requests_per_s"]
+    row.chars_kept_per_1000 = stats.summary()["chars_kept_per_1000"]
     row.errors = len(stats.errors)
     t1 = time.monotonic()
+    from specialists.tab.loop.trainer import named_reward
     from specialists.tab.policy import PPOConfig
 
-    report = train_from_events(events, store, ppo=PPOConfig(max_staleness=args.max_staleness,
-                                                            is_clip=args.is_clip))
+    report = train_from_events(events, store, reward=named_reward(str(args.reward)),
+                               ppo=PPOConfig(max_staleness=args.max_staleness,
+                                             is_clip=args.is_clip))
     row.train_s = time.monotonic() - t1
     row.events, row.off_policy_refused = report.events_used, report.off_policy_refused
     row.show_rate, row.accept_rate = round(report.show_rate, 4), round(report.accept_rate, 4)
@@ -289,8 +319,9 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
     events.record_deploy(str(store.deployed()), "turn", turn=t,
                          turnaround_s=round(row.turnaround_s, 3))
     progress(f"turn {t}: {row.events} events (refused {row.off_policy_refused} off-policy), "
-             f"show {row.show_rate:.3f} accept {row.accept_rate:.3f} reward "
-             f"{row.reward_per_request:+.4f}; {result.reason}; turnaround "
+             f"show {row.show_rate:.3f} accept {row.accept_rate:.3f} {row.reward} reward "
+             f"{row.reward_per_request:+.4f}, {row.chars_kept_per_1000:g} characters kept per "
+             f"1,000 keystrokes; {result.reason}; turnaround "
              f"{row.turnaround_s:.1f}s")
     return row
 

@@ -2,7 +2,9 @@
 
 Each user replays held-out real edits (the Tab specialist's ``Session``): at every trigger
 it sends ``POST /v1/tab``, lets the simulated person judge the suggestion, and reports the
-outcome with ``POST /v1/feedback`` (batched, as buffering clients do). Users run
+outcome with ``POST /v1/feedback`` (batched, as buffering clients do), and in a later batch
+the final report on an accept: the characters still there ``KeptReward.window`` keystrokes
+later, or its undo (issue 35). Users run
 concurrently in threads; the loop bounds them by request count and wall time.
 
 With a ``world`` (:class:`specialists.tab.users.World`, issue 35) user ``j`` is that world's
@@ -36,6 +38,8 @@ class SimStats:
     tab_off: int = 0
     """Requests not made: the person's Tab was switched off."""
     feedback_sent: int = 0
+    finals_sent: int = 0
+    """Final reports acknowledged: what was kept, undone or switched off (issue 35)."""
     errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     versions: dict[str, int] = field(default_factory=dict)
@@ -70,20 +74,50 @@ class _User:
         self.batch = batch
         self.reward = reward
         self.pending: list[dict[str, Any]] = []
+        self.finals: list[dict[str, Any]] = []
+        """Final reports of the outcomes in ``pending``: sent with the next batch, as an
+        editor sends one some keystrokes after the accept."""
+        self.due: list[dict[str, Any]] = []
 
     def flush(self) -> None:
-        if not self.pending:
+        """Send the outcomes waiting and the final reports of the previous batch's."""
+        outcomes, finals = self.pending, self.due
+        self.pending, self.due, self.finals = [], self.finals, []
+        if not outcomes and not finals:
             return
-        r = self.client.post("/v1/feedback", json={"feedback": self.pending})
+        r = self.client.post("/v1/feedback", json={"feedback": outcomes + finals})
         if r.status_code != 200:
             with self.lock:
                 self.stats.errors.append(f"feedback {r.status_code}: {r.text[:200]}")
+            return
+        results = r.json()["results"]
+        bad = [x for x in results if x["status"] == "error"]
+        with self.lock:
+            self.stats.feedback_sent += sum(x["status"] != "error" for x in results[:len(outcomes)])
+            self.stats.finals_sent += sum(x["status"] != "error" for x in results[len(outcomes):])
+            self.stats.errors += [f"feedback item: {x['error']['message']}" for x in bad]
+
+    def report(self, request_id: str, out: Any) -> None:
+        """Queue the outcome, and what was kept: an accept's final report follows in a
+        later batch (accepted characters still there ``window`` keystrokes later, or an
+        undo within them); a switch-off of Tab comes with the dismissal it followed."""
+        if not out.accepted:
+            item: dict[str, Any] = {"request_id": request_id, "outcome": "rejected"}
+            if out.switched_off:
+                item["switched_off"] = True
+            self.pending.append(item)
+            return
+        wrong = out.undone_after is not None  # taken whole, then undone
+        self.pending.append({"request_id": request_id, "outcome": "accepted",
+                             "chars_accepted": out.chars_kept if wrong else out.chars_saved})
+        final: dict[str, Any] = {"request_id": request_id, "outcome": "accepted"}
+        if wrong and out.undone_after <= self.kept.window:
+            final["undone"] = True
         else:
-            bad = [x for x in r.json()["results"] if x["status"] == "error"]
-            with self.lock:
-                self.stats.feedback_sent += len(self.pending) - len(bad)
-                self.stats.errors += [f"feedback item: {x['error']['message']}" for x in bad]
-        self.pending = []
+            final.update(chars_kept=self.kept.kept(out), kept_after=self.kept.window)
+        if out.switched_off:
+            final["switched_off"] = True
+        self.finals.append(final)
 
     def replay(self, pair: Any, budget: "_Budget") -> None:
         from specialists.tab.replay import Session, Suggestion
@@ -128,12 +162,11 @@ class _User:
                 v = str(answer.get("policy_version"))
                 s.versions[v] = s.versions.get(v, 0) + 1
             if out.shown:
-                self.pending.append({"request_id": answer["request_id"],
-                                     "outcome": "accepted" if out.accepted else "rejected",
-                                     "chars_accepted": out.chars_saved})
+                self.report(answer["request_id"], out)
                 if len(self.pending) >= self.batch:
                     self.flush()
         self.flush()
+        self.flush()  # the last batch's final reports
         with self.lock:  # the characters the edit needed so far, typed or accepted
             self.stats.keystrokes += session.typed_chars + session.saved_chars
 

@@ -25,7 +25,27 @@ from specialists.tab.events import EventStore, LabelledEvent
 from specialists.tab.features import from_features
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["TrainReport", "ancestors", "held_out", "reward_of", "split_events", "train_from_events"]
+__all__ = ["REWARDS", "TrainReport", "ancestors", "held_out", "named_reward", "reward_of",
+           "split_events", "train_from_events"]
+
+REWARDS = ("kept", "accept")
+"""The rewards a loop can learn from (config ``loop.reward``): ``kept`` — what was kept
+(:class:`~specialists.tab.users.KeptReward`: characters still present, the cost of a
+dismissal, of an undone accept and of Tab switched off); ``accept`` — the accept key's
+old +0.75 / −0.25 (:class:`~specialists.tab.replay.RewardConfig`)."""
+
+
+def named_reward(name: str) -> Any:
+    """The reward called ``name`` (one of :data:`REWARDS`)."""
+    from specialists.tab.replay import RewardConfig
+    from specialists.tab.users import KeptReward
+
+    if name == "kept":
+        return KeptReward()
+    if name == "accept":
+        return RewardConfig()
+    raise SpecialistError(f"unknown reward {name!r}; use one of {', '.join(REWARDS)}",
+                          param="reward")
 
 
 @dataclass
@@ -46,7 +66,13 @@ class TrainReport:
 def reward_of(event: LabelledEvent, reward: Any) -> float:
     """The reward of the policy's own choice: what a rule showed in its place (a jump, a
     fallback rewrite) or withheld (``held``) is the environment's doing, so the policy's
-    action is credited as showing nothing (``LabelledEvent.credited``)."""
+    action is credited as showing nothing (``LabelledEvent.credited``). A
+    :class:`~specialists.tab.users.KeptReward` scores what the final report says was kept
+    (:meth:`~specialists.tab.users.KeptReward.of_event`); any other reward, the accept key."""
+    from specialists.tab.users import KeptReward
+
+    if isinstance(reward, KeptReward):
+        return reward.of_event(event)
     if not event.credited:
         return float(reward(False, False))
     accepted = event.outcome in ("accepted", "partial")
