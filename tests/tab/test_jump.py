@@ -10,7 +10,9 @@ from specialists.tab.data import Pair
 from specialists.tab.features import ObserveConfig
 from specialists.tab.harness import ObservationCache, run
 from specialists.tab.jump import JumpRule, with_jumps
-from specialists.tab.replay import RecentEdit, Session, Suggestion, TabRequest, hunks_of
+from specialists.tab.hunks import hunks_of
+from specialists.tab.replay import Session
+from specialists.tab.types import RecentEdit, Suggestion, TabRequest
 
 # a rename carried down a file: three far-apart uses of ``total_size``
 FAR = "\n" * 6
