@@ -36,7 +36,8 @@ from router.keys import ADMIN, Charge, KeyGate, VirtualKey, is_admin_path
 from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
-from specialists.base import HasWorkers, HoldsPolicy, SpecialistError, Swappable, capabilities
+from router.service.tab import TabService
+from specialists.base import HasWorkers, SpecialistError, capabilities
 
 __all__ = ["app_from_env", "create_app"]
 
@@ -384,16 +385,13 @@ def _include_area_routers(app: FastAPI) -> None:
         app.include_router(importlib.import_module(module_name).router)
 
 
-def _sync_tab_policy(registry: Registry, config: Config) -> None:
+def _sync_tab_policy(service: TabService, config: Config) -> None:
     """Serve the policy version the store says is deployed (publishing the shipped one as
     the first version on a first start), so the online loop and a restart agree."""
-    tab = registry.find("tab")
-    if tab is None:
+    if service.spec is None:
         return
-    from specialists.tab.loop.versions import PolicyStore, sync_deployed
-
     try:
-        version = sync_deployed(tab, PolicyStore(config.data_path() / "tab"), canary=True)
+        version = service.sync_at_start(canary=True)
     except (OSError, ValueError, SpecialistError) as exc:  # e.g. a read-only data dir:
         # serving goes on with the loaded policy
         log.warning("tab: could not sync the policy store under %s: %s", config.data_path(), exc)
@@ -414,53 +412,11 @@ def _start_tab_workers(registry: Registry) -> None:
         log.warning("tab: could not start the model workers: %s", exc)
 
 
-async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
-                             every_s: float) -> None:
-    """Serve whatever policy version the store says is deployed, checking every ``every_s``.
-
-    With ``complement serve --workers N`` a ``POST /v1/tab/deploy`` (or a rollback) reaches
-    one worker process, which swaps and moves the store's pointer; every other worker sees
-    the pointer move here and swaps too, so all serve the new version within ``every_s``.
-    A canary (``POST /v1/tab/canary``) is followed the same way; each worker assigns an
-    editor to the same arm (a hash of its session). Each switch is logged with the worker's
-    process id."""
-    from starlette.concurrency import run_in_threadpool
-
-    tab: Any = registry.find("tab")
-    if tab is None or not {Swappable, HoldsPolicy} <= capabilities(tab) or tab.policy is None:
-        return
-    from router.api.tab import _deploy_lock
-    from specialists.tab.loop.versions import PolicyStore, sync_canary
-    from specialists.tab.policy import TabPolicy
-
-    store = PolicyStore(config.data_path() / "tab")
-    stuck: int | None = None  # a version whose files name another: not loaded again
-    while True:
-        await asyncio.sleep(every_s)
-        try:
-            async with _deploy_lock(app.state):  # not between a deploy's swap and its pointer
-                deployed = await run_in_threadpool(store.deployed)
-                if deployed is None or deployed == stuck or \
-                        str(deployed) == str(tab.policy.version):
-                    if deployed is not None and await run_in_threadpool(sync_canary, tab, store):
-                        log.warning("tab: worker %d now serves canary %s (the store's)",
-                                    os.getpid(), store.canary())
-                    continue
-                policy = await run_in_threadpool(TabPolicy.load, store.path(deployed))
-                previous = await run_in_threadpool(tab.swap, policy)
-                await run_in_threadpool(sync_canary, tab, store)
-            log.warning("tab: worker %d switched from policy version %s to %s (the store's "
-                        "deployed version) at %.3f", os.getpid(), previous, deployed, time.time())
-            stuck = deployed if str(tab.policy.version) != str(deployed) else None
-        except Exception as exc:  # the next check tries again; serving goes on meanwhile
-            log.warning("tab: worker %d could not follow the deployed policy: %s", os.getpid(), exc)
-
-
 def create_app(config: Config, *, registry: Registry | None = None,
                follow_tab_policy_s: float = 0.0) -> FastAPI:
     """An app for ``config``; pass ``registry`` to run with specialists built elsewhere.
     ``follow_tab_policy_s`` > 0: follow the policy store's deployed Tab version (one of
-    several worker processes; :func:`_follow_tab_policy`)."""
+    several worker processes; :meth:`router.service.tab.TabService.follow_store`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -481,11 +437,14 @@ def create_app(config: Config, *, registry: Registry | None = None,
         app.state.metrics.registry.register(EventMetrics(app.state.events))
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
-        await run_in_threadpool(_sync_tab_policy, reg, config)
+        # the Tab service owns the policy and event stores' part in serving (router.service)
+        service = app.state.tab_service = TabService(reg.find("tab"), config.data_path(),
+                                                     app.state.events)
+        await run_in_threadpool(_sync_tab_policy, service, config)
         await run_in_threadpool(_start_tab_workers, reg)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
-        follow = asyncio.ensure_future(_follow_tab_policy(app, reg, config, follow_tab_policy_s)) \
+        follow = asyncio.ensure_future(service.follow_store(follow_tab_policy_s)) \
             if follow_tab_policy_s > 0 else None
         try:
             yield
