@@ -23,6 +23,7 @@ from router.config import Config, is_loopback
 from router.errors import (
     BadRequest,
     ComplementError,
+    ConfigError,
     Forbidden,
     PayloadTooLarge,
     RequestTimeout,
@@ -78,8 +79,12 @@ _PATH_ROUTES = (("/v1/chat/", "chat"), ("/v1/tab", "tab"), ("/v1/feedback", "fee
 SYSTEM_PATHS = frozenset({"/v1/models", "/v1/dashboard"})
 
 
-def _route_of(path: str) -> str:
-    return next((route for prefix, route in _PATH_ROUTES if path.startswith(prefix)), "system")
+def _route_of(path: str, app: Any = None) -> str:
+    """The area of ``path``: the config's ``endpoints:`` groups' (on ``app``), then the
+    built-in table; ``system`` when none names it."""
+    added = getattr(getattr(app, "state", None), "endpoint_areas", ())
+    return next((route for prefix, route in (*added, *_PATH_ROUTES) if path.startswith(prefix)),
+                "system")
 
 
 class HeadersMiddleware:
@@ -104,7 +109,8 @@ class HeadersMiddleware:
                 self._observe(scope, state, message["status"], started)
                 headers = MutableHeaders(scope=message)
                 defaults = {
-                    "x-complement-route": state.get("complement_route") or _route_of(scope["path"]),
+                    "x-complement-route": state.get("complement_route")
+                    or _route_of(scope["path"], scope.get("app")),
                     "x-complement-model": state.get("complement_model") or "none",
                     "x-complement-cost-usd": f"{float(state.get('complement_cost_usd') or 0):.8f}",
                     "x-complement-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}"}
@@ -119,7 +125,7 @@ class HeadersMiddleware:
                  started: float) -> None:
         """The specialists' endpoints into the same metrics as chat (which records its own,
         with the trace); health, metrics and the page are not requests of a route."""
-        route = state.get("complement_route") or _route_of(scope["path"])
+        route = state.get("complement_route") or _route_of(scope["path"], scope.get("app"))
         if self.metrics is None or route == "system" or scope["path"].startswith("/v1/chat/"):
             return
         self.metrics.observe(route, state.get("complement_model") or "none", status,
@@ -220,7 +226,7 @@ class GuardMiddleware:
                              "cannot", code="admin_only")
         if isinstance(principal, VirtualKey):
             try:
-                self.keys.admit(principal, _route_of(scope["path"]))
+                self.keys.admit(principal, _route_of(scope["path"], scope.get("app")))
             except ComplementError as exc:
                 return exc
         return None
@@ -349,6 +355,20 @@ def _shown(value: bytes | None) -> str:
     return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
+def _leaf_routes(app: Any) -> list[Any]:
+    """``app``'s routes, those of the routers it included (FastAPI's ``include_router``)
+    read through."""
+    leaves, routes = [], list(getattr(app, "routes", []))
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            routes.extend(getattr(included, "routes", []))
+        else:
+            leaves.append(route)
+    return leaves
+
+
 def _route_methods(app: Any) -> dict[str, frozenset[str]]:
     """Each fixed path of ``app``'s routes -> the methods it takes (cached on the app)."""
     if app is None:
@@ -357,13 +377,7 @@ def _route_methods(app: Any) -> dict[str, frozenset[str]]:
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     table: dict[str, set[str]] = {}
-    routes = list(getattr(app, "routes", []))
-    while routes:
-        route = routes.pop()
-        included = getattr(route, "original_router", None)  # FastAPI's include_router
-        if included is not None:
-            routes.extend(getattr(included, "routes", []))
-            continue
+    for route in _leaf_routes(app):
         path, methods = getattr(route, "path", None), getattr(route, "methods", None)
         if path and methods and "{" not in path:
             table.setdefault(path, set()).update(methods)
@@ -383,6 +397,39 @@ async def _within(seconds: float, awaitable: Awaitable[Message]) -> Message:
 def _include_area_routers(app: FastAPI) -> None:
     for module_name in AREA_ROUTERS:
         app.include_router(importlib.import_module(module_name).router)
+
+
+def _include_endpoint_groups(app: FastAPI, config: Config) -> None:
+    """The config's ``endpoints:``: each an ``APIRouter`` served beside the built-in groups,
+    its paths in the area its block is named by (``docs/adding-a-specialist.md``). A group
+    that cannot be loaded, or a path outside ``/v1/`` or served already, fails the start
+    naming the block."""
+    from fastapi import APIRouter
+
+    areas: list[tuple[str, str]] = []
+    served = {getattr(route, "path", None) for route in _leaf_routes(app)}
+    for area, block in config.endpoints.items():
+        where = f"endpoints.{area}.router"
+        module_name, _, name = block.router.partition(":")
+        try:
+            group = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{where}: cannot load {block.router!r} ({type(exc).__name__}: "
+                              f"{exc}); name an APIRouter as package.module:name, importable "
+                              "by the server") from exc
+        if not isinstance(group, APIRouter):
+            raise ConfigError(f"{where}: {block.router!r} is a {type(group).__name__}, not a "
+                              "FastAPI APIRouter")
+        for route in group.routes:
+            path = str(getattr(route, "path", ""))
+            if not path.startswith("/v1/") or path in served:
+                why = "is served already" if path in served else "is not under /v1/"
+                raise ConfigError(f"{where}: path {path!r} {why}; give the group its own "
+                                  f"paths, e.g. /v1/{area}")
+            served.add(path)
+            areas.append((path.split("{")[0], area))
+        app.include_router(group)
+    app.state.endpoint_areas = tuple(areas)
 
 
 def _sync_tab_policy(service: TabService, config: Config) -> None:
@@ -464,6 +511,7 @@ def create_app(config: Config, *, registry: Registry | None = None,
     app.state.frontier = FrontierClient(config.models, config.frontier, config.env_refs)
     install_handlers(app)
     _include_area_routers(app)
+    _include_endpoint_groups(app, config)
     from router.openapi import install as install_openapi
 
     install_openapi(app)  # /openapi.json: the contract the server keeps (router.openapi)

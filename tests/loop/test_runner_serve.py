@@ -10,7 +10,6 @@ gated, and deployed through the server's Tab service.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 from pathlib import Path
@@ -22,8 +21,6 @@ from router.serving import running
 from specialists.tab.events import EventStore, sqlite_url
 from specialists.tab.loop.runner import LoopArgs, run_loop
 from specialists.tab.loop.versions import PolicyStore
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class InProcess:
@@ -67,34 +64,3 @@ def test_run_loop_trains_against_the_server_its_caller_starts(tmp_path: Path,
         assert store.deployed() == turn["new_version"] and "deploy" in log_events
     else:
         assert store.deployed() == turn["deployed"] and "deploy" not in log_events
-
-
-def _code_strings(path: Path) -> list[str]:
-    """The string constants of a module that are not docstrings."""
-    tree = ast.parse(path.read_text())
-    docs = {id(node.body[0].value) for node in ast.walk(tree)
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.body and isinstance(node.body[0], ast.Expr)
-            and isinstance(node.body[0].value, ast.Constant)}
-    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-            and isinstance(n.value, str) and id(n) not in docs]
-
-
-def _names_the_router(text: str) -> bool:
-    """A module path of the router (``router.cli``, ``router.api.tab:x``), as ``python -m``
-    or ``importlib`` would take it."""
-    head = text.split(":")[0]
-    return head == "router" or (head.startswith("router.")
-                                and all(p.isidentifier() for p in head.split(".")))
-
-
-def test_nothing_below_the_router_names_a_router_module_in_code() -> None:
-    """What import-linter cannot see: a module path in a string (``-m router.cli``, an
-    ``import_module``) from specialists/ or retrieval/."""
-    found = [(str(path.relative_to(REPO)), text)
-             for package in ("specialists", "retrieval")
-             for path in sorted((REPO / package).rglob("*.py"))
-             for text in _code_strings(path) if _names_the_router(text)]
-    assert found == [], f"take the router's part from the caller instead: {found}"
-    assert _names_the_router("router.cli") and _names_the_router("router.api.tab:router")
-    assert not _names_the_router("router above the specialists")
