@@ -39,8 +39,8 @@ from router.app import create_app
 from router.config import Config, RayDeploymentConfig, SpecialistConfig
 from router.errors import ConfigError, Unavailable
 from router.registry import Registry, build, check_block
-from specialists.base import (Batched, HasWorkers, Result, Specialist, SpecialistError,
-                              Swappable, capabilities)
+from specialists.base import (Batched, Closable, HasWorkers, Result, Specialist,
+                              SpecialistError, Swappable, capabilities)
 
 __all__ = ["Ingress", "PolicyBoard", "RemoteSpecialist", "SpecialistReplica", "build_app",
            "ray_workers", "replica_pids", "serve_ray"]
@@ -252,9 +252,9 @@ class SpecialistReplica:
     def __del__(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
-        close = getattr(getattr(self, "spec", None), "close", None)
-        if callable(close):
-            close()
+        spec = self.__dict__.get("spec")  # None when building it failed
+        if spec is not None and Closable in capabilities(spec):
+            spec.close()
 
 
 # -- the ingress's stand-ins for the specialists -----------------------------------------
