@@ -442,11 +442,11 @@ class Config(_Strict):
     def _area_names(cls, endpoints: dict[str, EndpointConfig]) -> dict[str, EndpointConfig]:
         for area in endpoints:
             if area in AREAS:
-                raise ValueError(f"endpoints.{area}: {area!r} is a built-in area; name the "
-                                 "endpoint group after its specialist kind")
+                raise ValueError(f"{area!r} is a built-in area; name the endpoint group "
+                                 "after its specialist kind")
             if not re.fullmatch(r"[a-z][a-z0-9_-]*", area):
-                raise ValueError(f"endpoints.{area}: an area name is lower-case letters, "
-                                 "digits, '_' and '-', starting with a letter")
+                raise ValueError(f"{area!r}: an area name is lower-case letters, digits, "
+                                 "'_' and '-', starting with a letter")
         return endpoints
 
     @model_validator(mode="after")

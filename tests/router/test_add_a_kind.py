@@ -68,7 +68,8 @@ def test_a_virtual_key_can_be_limited_to_the_new_area(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("endpoints, says", [
-    ({"tab": {"router": "tests.router.outline.api:router"}}, "endpoints.tab: 'tab' is a built-in"),
+    ({"tab": {"router": "tests.router.outline.api:router"}}, "endpoints: 'tab' is a built-in"),
+    ({"Out line": {"router": "tests.router.outline.api:router"}}, "'Out line': an area name"),
     ({"outline": {"router": "tests.router.outline.nowhere:router"}},
      "endpoints.outline.router: cannot load 'tests.router.outline.nowhere:router'"),
     ({"outline": {"router": "tests.router.outline.api:OutlineBody"}},
