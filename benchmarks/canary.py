@@ -118,8 +118,8 @@ def main() -> int:
 
     from specialists.tab.data import load_split
     from specialists.tab.events import EventStore, sqlite_url
-    from specialists.tab.loop.runner import LoopArgs, Server, _bootstrap, _free_port, \
-        _server_config
+    from router.serving import ServeProcess
+    from specialists.tab.loop.runner import LoopArgs, _bootstrap, _free_port, _server_config
     from specialists.tab.loop.versions import PolicyStore
     from specialists.tab.specialist import DEFAULT_CHECKPOINT, in_canary
 
@@ -133,7 +133,7 @@ def main() -> int:
     port = _free_port()
     config = _server_config(LoopArgs(data=args.data, out=str(state)), state, store, port)
     pairs = load_split(args.data, "dev")
-    server = Server(config, port, state / "server.log").start(timeout=300)
+    server = ServeProcess(config, port, state / "server.log").start(timeout=300)
     rows = []
     try:
         for seed, (name, control, candidate) in enumerate((("worse", shipped, never),

@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 def absorb_while_training(out: Path, args: argparse.Namespace) -> dict:
     """events/s the API takes while ``train_from_events`` runs in this process."""
     from specialists.tab.events import EventStore, sqlite_url
-    from specialists.tab.loop.runner import LoopArgs, Server, _free_port, _server_config
+    from router.serving import ServeProcess
+    from specialists.tab.loop.runner import LoopArgs, _free_port, _server_config
     from specialists.tab.loop.simulate import simulate
     from specialists.tab.loop.trainer import train_from_events
     from specialists.tab.loop.versions import PolicyStore
@@ -43,8 +44,8 @@ def absorb_while_training(out: Path, args: argparse.Namespace) -> dict:
     events = EventStore(sqlite_url(state))
     port = _free_port()
     loop_args = LoopArgs(data=args.data, out=str(out), checkpoint=args.checkpoint)
-    server = Server(_server_config(loop_args, state, store, port), port,
-                    state / "absorb.log").start()
+    server = ServeProcess(_server_config(loop_args, state, store, port), port,
+                          state / "absorb.log").start()
     pairs = load_split(args.data, args.collect)
     try:
         deployed = store.deployed()
@@ -119,6 +120,7 @@ def main() -> None:
                         help="reuse the turns already in --out; measure absorption only")
     args = parser.parse_args()
 
+    from router.serving import ServeProcess
     from specialists.tab.loop.runner import LoopArgs, run_loop
 
     out = Path(args.out or tempfile.mkdtemp(prefix="complement-loop-"))
@@ -127,7 +129,8 @@ def main() -> None:
                     collect_split=args.collect, gate_split=args.gate, population=args.population,
                     reward=args.reward)
     if not args.skip_loop:
-        run_loop(loop, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        run_loop(loop, serve=lambda config, port, log: ServeProcess(config, port, log).start(),
+                 progress=lambda m: print(m, file=sys.stderr, flush=True))
     turns = json.loads((out / "loop.json").read_text())["turns"]
     absorb = absorb_while_training(out, args)
     lost = sum(max(0, t["extra"]["acknowledged"] - t["extra"]["stored"]) for t in turns)

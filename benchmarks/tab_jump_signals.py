@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from specialists.tab.context_copy import _find_word, _line_at, jump_candidates, region_end  # noqa: E402
 from specialists.tab.data import load_split  # noqa: E402
 from specialists.tab.jump import JumpRule  # noqa: E402
-from specialists.tab.replay import TRIGGER_CHARS, Session, Suggestion, TabRequest  # noqa: E402
+from specialists.tab.replay import Session  # noqa: E402
+from specialists.tab.types import TRIGGER_CHARS, Suggestion, TabRequest  # noqa: E402
 
 IDENT = re.compile(r"[A-Za-z_]\w{2,}")
 

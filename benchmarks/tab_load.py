@@ -83,7 +83,7 @@ def keystrokes(pair: Any, rng: random.Random, typing: Typing, max_recent: int = 
                ) -> Iterator[tuple[float, dict[str, Any]]]:
     """(seconds after the previous keystroke, the request body for the state it leaves)
     for one replayed edit, hunk by hunk, a character at a time."""
-    from specialists.tab.replay import hunks_of
+    from specialists.tab.hunks import hunks_of
 
     file, recent = pair.before, list[dict[str, Any]]()
     for h in hunks_of(pair.before, pair.after):

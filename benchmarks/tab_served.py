@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import httpx
 
     from specialists.tab.data import load_split
-    from specialists.tab.loop.runner import Server
+    from router.serving import ServeProcess
     from specialists.tab.loop.simulate import simulate
 
     pairs = load_split(args.data, args.projects)
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         import os
 
         os.environ["COMPLEMENT_DATA_DIR"] = tmp  # the config's data_dir: a fresh event store
-        server = Server(Path(args.config), args.port, Path(tmp) / "server.log").start(timeout=300)
+        server = ServeProcess(Path(args.config), args.port,
+                              Path(tmp) / "server.log").start(timeout=300)
         try:
             stats = simulate(server.url, pairs, users=args.users, max_requests=args.requests)
             tab = httpx.get(f"{server.url}/v1/dashboard", timeout=30).json()["tab"]

@@ -23,6 +23,7 @@ from router.config import Config, is_loopback
 from router.errors import (
     BadRequest,
     ComplementError,
+    ConfigError,
     Forbidden,
     PayloadTooLarge,
     RequestTimeout,
@@ -36,7 +37,8 @@ from router.keys import ADMIN, Charge, KeyGate, VirtualKey, is_admin_path
 from router.metrics import Metrics
 from router.registry import Registry
 from router.routing import Router
-from specialists.base import HasWorkers, HoldsPolicy, SpecialistError, Swappable, capabilities
+from router.service.tab import TabService
+from specialists.base import HasWorkers, SpecialistError, capabilities
 
 __all__ = ["app_from_env", "create_app"]
 
@@ -77,8 +79,12 @@ _PATH_ROUTES = (("/v1/chat/", "chat"), ("/v1/tab", "tab"), ("/v1/feedback", "fee
 SYSTEM_PATHS = frozenset({"/v1/models", "/v1/dashboard"})
 
 
-def _route_of(path: str) -> str:
-    return next((route for prefix, route in _PATH_ROUTES if path.startswith(prefix)), "system")
+def _route_of(path: str, app: Any = None) -> str:
+    """The area of ``path``: the config's ``endpoints:`` groups' (on ``app``), then the
+    built-in table; ``system`` when none names it."""
+    added = getattr(getattr(app, "state", None), "endpoint_areas", ())
+    return next((route for prefix, route in (*added, *_PATH_ROUTES) if path.startswith(prefix)),
+                "system")
 
 
 class HeadersMiddleware:
@@ -103,7 +109,8 @@ class HeadersMiddleware:
                 self._observe(scope, state, message["status"], started)
                 headers = MutableHeaders(scope=message)
                 defaults = {
-                    "x-complement-route": state.get("complement_route") or _route_of(scope["path"]),
+                    "x-complement-route": state.get("complement_route")
+                    or _route_of(scope["path"], scope.get("app")),
                     "x-complement-model": state.get("complement_model") or "none",
                     "x-complement-cost-usd": f"{float(state.get('complement_cost_usd') or 0):.8f}",
                     "x-complement-latency-ms": f"{(time.perf_counter() - started) * 1000:.1f}"}
@@ -118,7 +125,7 @@ class HeadersMiddleware:
                  started: float) -> None:
         """The specialists' endpoints into the same metrics as chat (which records its own,
         with the trace); health, metrics and the page are not requests of a route."""
-        route = state.get("complement_route") or _route_of(scope["path"])
+        route = state.get("complement_route") or _route_of(scope["path"], scope.get("app"))
         if self.metrics is None or route == "system" or scope["path"].startswith("/v1/chat/"):
             return
         self.metrics.observe(route, state.get("complement_model") or "none", status,
@@ -219,7 +226,7 @@ class GuardMiddleware:
                              "cannot", code="admin_only")
         if isinstance(principal, VirtualKey):
             try:
-                self.keys.admit(principal, _route_of(scope["path"]))
+                self.keys.admit(principal, _route_of(scope["path"], scope.get("app")))
             except ComplementError as exc:
                 return exc
         return None
@@ -348,6 +355,20 @@ def _shown(value: bytes | None) -> str:
     return repr(text if len(text) <= 80 else text[:80] + "...")
 
 
+def _leaf_routes(app: Any) -> list[Any]:
+    """``app``'s routes, those of the routers it included (FastAPI's ``include_router``)
+    read through."""
+    leaves, routes = [], list(getattr(app, "routes", []))
+    while routes:
+        route = routes.pop()
+        included = getattr(route, "original_router", None)
+        if included is not None:
+            routes.extend(getattr(included, "routes", []))
+        else:
+            leaves.append(route)
+    return leaves
+
+
 def _route_methods(app: Any) -> dict[str, frozenset[str]]:
     """Each fixed path of ``app``'s routes -> the methods it takes (cached on the app)."""
     if app is None:
@@ -356,13 +377,7 @@ def _route_methods(app: Any) -> dict[str, frozenset[str]]:
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     table: dict[str, set[str]] = {}
-    routes = list(getattr(app, "routes", []))
-    while routes:
-        route = routes.pop()
-        included = getattr(route, "original_router", None)  # FastAPI's include_router
-        if included is not None:
-            routes.extend(getattr(included, "routes", []))
-            continue
+    for route in _leaf_routes(app):
         path, methods = getattr(route, "path", None), getattr(route, "methods", None)
         if path and methods and "{" not in path:
             table.setdefault(path, set()).update(methods)
@@ -384,16 +399,46 @@ def _include_area_routers(app: FastAPI) -> None:
         app.include_router(importlib.import_module(module_name).router)
 
 
-def _sync_tab_policy(registry: Registry, config: Config) -> None:
+def _include_endpoint_groups(app: FastAPI, config: Config) -> None:
+    """The config's ``endpoints:``: each an ``APIRouter`` served beside the built-in groups,
+    its paths in the area its block is named by (``docs/adding-a-specialist.md``). A group
+    that cannot be loaded, or a path outside ``/v1/`` or served already, fails the start
+    naming the block."""
+    from fastapi import APIRouter
+
+    areas: list[tuple[str, str]] = []
+    served = {getattr(route, "path", None) for route in _leaf_routes(app)}
+    for area, block in config.endpoints.items():
+        where = f"endpoints.{area}.router"
+        module_name, _, name = block.router.partition(":")
+        try:
+            group = getattr(importlib.import_module(module_name), name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{where}: cannot load {block.router!r} ({type(exc).__name__}: "
+                              f"{exc}); name an APIRouter as package.module:name, importable "
+                              "by the server") from exc
+        if not isinstance(group, APIRouter):
+            raise ConfigError(f"{where}: {block.router!r} is a {type(group).__name__}, not a "
+                              "FastAPI APIRouter")
+        for route in group.routes:
+            path = str(getattr(route, "path", ""))
+            if not path.startswith("/v1/") or path in served:
+                why = "is served already" if path in served else "is not under /v1/"
+                raise ConfigError(f"{where}: path {path!r} {why}; give the group its own "
+                                  f"paths, e.g. /v1/{area}")
+            served.add(path)
+            areas.append((path.split("{")[0], area))
+        app.include_router(group)
+    app.state.endpoint_areas = tuple(areas)
+
+
+def _sync_tab_policy(service: TabService, config: Config) -> None:
     """Serve the policy version the store says is deployed (publishing the shipped one as
     the first version on a first start), so the online loop and a restart agree."""
-    tab = registry.find("tab")
-    if tab is None:
+    if service.spec is None:
         return
-    from specialists.tab.loop.versions import PolicyStore, sync_deployed
-
     try:
-        version = sync_deployed(tab, PolicyStore(config.data_path() / "tab"), canary=True)
+        version = service.sync_at_start(canary=True)
     except (OSError, ValueError, SpecialistError) as exc:  # e.g. a read-only data dir:
         # serving goes on with the loaded policy
         log.warning("tab: could not sync the policy store under %s: %s", config.data_path(), exc)
@@ -414,53 +459,11 @@ def _start_tab_workers(registry: Registry) -> None:
         log.warning("tab: could not start the model workers: %s", exc)
 
 
-async def _follow_tab_policy(app: FastAPI, registry: Registry, config: Config,
-                             every_s: float) -> None:
-    """Serve whatever policy version the store says is deployed, checking every ``every_s``.
-
-    With ``complement serve --workers N`` a ``POST /v1/tab/deploy`` (or a rollback) reaches
-    one worker process, which swaps and moves the store's pointer; every other worker sees
-    the pointer move here and swaps too, so all serve the new version within ``every_s``.
-    A canary (``POST /v1/tab/canary``) is followed the same way; each worker assigns an
-    editor to the same arm (a hash of its session). Each switch is logged with the worker's
-    process id."""
-    from starlette.concurrency import run_in_threadpool
-
-    tab: Any = registry.find("tab")
-    if tab is None or not {Swappable, HoldsPolicy} <= capabilities(tab) or tab.policy is None:
-        return
-    from router.api.tab import _deploy_lock
-    from specialists.tab.loop.versions import PolicyStore, sync_canary
-    from specialists.tab.policy import TabPolicy
-
-    store = PolicyStore(config.data_path() / "tab")
-    stuck: int | None = None  # a version whose files name another: not loaded again
-    while True:
-        await asyncio.sleep(every_s)
-        try:
-            async with _deploy_lock(app.state):  # not between a deploy's swap and its pointer
-                deployed = await run_in_threadpool(store.deployed)
-                if deployed is None or deployed == stuck or \
-                        str(deployed) == str(tab.policy.version):
-                    if deployed is not None and await run_in_threadpool(sync_canary, tab, store):
-                        log.warning("tab: worker %d now serves canary %s (the store's)",
-                                    os.getpid(), store.canary())
-                    continue
-                policy = await run_in_threadpool(TabPolicy.load, store.path(deployed))
-                previous = await run_in_threadpool(tab.swap, policy)
-                await run_in_threadpool(sync_canary, tab, store)
-            log.warning("tab: worker %d switched from policy version %s to %s (the store's "
-                        "deployed version) at %.3f", os.getpid(), previous, deployed, time.time())
-            stuck = deployed if str(tab.policy.version) != str(deployed) else None
-        except Exception as exc:  # the next check tries again; serving goes on meanwhile
-            log.warning("tab: worker %d could not follow the deployed policy: %s", os.getpid(), exc)
-
-
 def create_app(config: Config, *, registry: Registry | None = None,
                follow_tab_policy_s: float = 0.0) -> FastAPI:
     """An app for ``config``; pass ``registry`` to run with specialists built elsewhere.
     ``follow_tab_policy_s`` > 0: follow the policy store's deployed Tab version (one of
-    several worker processes; :func:`_follow_tab_policy`)."""
+    several worker processes; :meth:`router.service.tab.TabService.follow_store`)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -481,11 +484,14 @@ def create_app(config: Config, *, registry: Registry | None = None,
         app.state.metrics.registry.register(EventMetrics(app.state.events))
         reg = registry if registry is not None else Registry.from_config(config.specialists)
         await run_in_threadpool(reg.setup_all)
-        await run_in_threadpool(_sync_tab_policy, reg, config)
+        # the Tab service owns the policy and event stores' part in serving (router.service)
+        service = app.state.tab_service = TabService(reg.find("tab"), config.data_path(),
+                                                     app.state.events)
+        await run_in_threadpool(_sync_tab_policy, service, config)
         await run_in_threadpool(_start_tab_workers, reg)
         app.state.registry = reg
         app.state.router = Router(config.routes, app.state.frontier, reg)
-        follow = asyncio.ensure_future(_follow_tab_policy(app, reg, config, follow_tab_policy_s)) \
+        follow = asyncio.ensure_future(service.follow_store(follow_tab_policy_s)) \
             if follow_tab_policy_s > 0 else None
         try:
             yield
@@ -505,6 +511,7 @@ def create_app(config: Config, *, registry: Registry | None = None,
     app.state.frontier = FrontierClient(config.models, config.frontier, config.env_refs)
     install_handlers(app)
     _include_area_routers(app)
+    _include_endpoint_groups(app, config)
     from router.openapi import install as install_openapi
 
     install_openapi(app)  # /openapi.json: the contract the server keeps (router.openapi)

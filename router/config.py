@@ -16,11 +16,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from router.errors import ConfigError
+from router.keys import AREAS
 
 __all__ = [
     "BudgetConfig",
     "CircuitConfig",
     "Config",
+    "EndpointConfig",
     "EventsConfig",
     "EngineConfig",
     "EventsPoolConfig",
@@ -215,6 +217,15 @@ class SpecialistConfig(_Strict):
     enabled: bool = True
 
 
+class EndpointConfig(_Strict):
+    """An endpoint group served beside the built-in ones (``docs/adding-a-specialist.md``)."""
+
+    router: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    """``package.module:name`` of a FastAPI ``APIRouter``; its paths (each under ``/v1/``)
+    belong to the area this block is named by: the ``x-complement-route`` header, the
+    metrics' route label, what a virtual key's ``allowed_routes`` names."""
+
+
 Argv = list[str]
 VERIFY_HIDE = ("~/.ssh", "~/.aws", "~/.azure", "~/.gnupg", "~/.config", "~/.docker",
                "~/.kube", "~/.netrc", "~/.pypirc", "~/.git-credentials")
@@ -317,7 +328,7 @@ class LoopConfig(_Strict):
     """What the online loop learns from and gates with (issue 35)."""
 
     reward: Literal["kept", "accept"] = "kept"
-    """``kept``: the reward of what was kept (``users.KeptReward``: characters still present
+    """``kept``: the reward of what was kept (``rewards.KeptReward``: characters still present
     by the editor's final report, the cost of a dismissal, of an undone accept and of Tab
     switched off); ``accept``: the accept key's old +0.75 / -0.25. The trainer, the gate
     and the canary all score events by it."""
@@ -426,6 +437,8 @@ class Config(_Strict):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     routes: dict[str, RouteConfig] = Field(default_factory=dict)
     specialists: dict[str, SpecialistConfig] = Field(default_factory=dict)
+    endpoints: dict[str, EndpointConfig] = Field(default_factory=dict)
+    """More endpoint groups, by area name: a specialist kind's own endpoint."""
     workspace: WorkspaceConfig = Field(default_factory=WorkspaceConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     env_refs: dict[str, list[str]] = Field(default_factory=dict, exclude=True)
@@ -438,6 +451,18 @@ class Config(_Strict):
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/-]*", name):
                 raise ValueError(f"route name {name!r} may hold only letters, digits and ._:/-")
         return routes
+
+    @field_validator("endpoints")
+    @classmethod
+    def _area_names(cls, endpoints: dict[str, EndpointConfig]) -> dict[str, EndpointConfig]:
+        for area in endpoints:
+            if area in AREAS:
+                raise ValueError(f"{area!r} is a built-in area; name the endpoint group "
+                                 "after its specialist kind")
+            if not re.fullmatch(r"[a-z][a-z0-9_-]*", area):
+                raise ValueError(f"{area!r}: an area name is lower-case letters, digits, "
+                                 "'_' and '-', starting with a letter")
+        return endpoints
 
     @model_validator(mode="after")
     def _targets_exist(self) -> "Config":

@@ -77,6 +77,7 @@ def prepare_data(root: Path) -> dict[str, Path]:
     """Under ``root``: ``repos/calc`` (a small repository under the allowed root), and a
     data directory whose Tab policy store holds the shipped policy and a second version
     (so a canary has a candidate and a deploy something to roll back to)."""
+    from router.service.tab import TabService
     from specialists.tab.loop.versions import PolicyStore, publish_policy
 
     repos, data = root / "repos", root / "data"
@@ -98,7 +99,7 @@ def prepare_data(root: Path) -> dict[str, Path]:
     (candidate / "policy.json").write_text(json.dumps(meta))
     store.publish(candidate, shipped + 1, {"parent": shipped, "source": "contract fixture",
                                            "events_used": 0})
-    store.set_deployed(shipped)
+    TabService(None, data).deploy_at_next_start(shipped)  # the server starts serving it
     return {"repos": repos, "data": data}
 
 

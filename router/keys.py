@@ -61,7 +61,8 @@ KEY_PREFIX = "sk-cmp-"
 ADMIN_PATHS = frozenset({"/v1/tab/deploy", "/v1/tab/canary", "/v1/tab/canary/promote",
                          "/v1/tab/canary/abort"})
 ADMIN_PREFIXES = ("/key/",)
-#: What ``allowed_routes`` may name: the API's areas (``router.app._PATH_ROUTES``).
+#: What ``allowed_routes`` may name: the API's areas (``router.app._PATH_ROUTES``), and any
+#: a config's ``endpoints:`` adds.
 AREAS = ("chat", "tab", "feedback", "apply", "edit", "retrieval", "system")
 ADMIN: Literal["admin"] = "admin"
 INFERENCE: Literal["inference"] = "inference"

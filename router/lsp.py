@@ -91,20 +91,21 @@ class LocalBackend:
 
     def __init__(self, config: Any) -> None:
         from router.registry import specialist_from_config
+        from router.service.tab import TabService
         from specialists.tab.events import EventStore
 
-        from specialists.tab.loop.versions import PolicyStore, sync_deployed
-
         self.tab = specialist_from_config(config.specialists, "tab")
-        sync_deployed(self.tab, PolicyStore(config.data_path() / "tab"))  # as the server does
         self.applier = specialist_from_config(config.specialists, "apply")
         self.events = EventStore(config.events_url(), **config.events.store_options())
+        # the policy and event stores as the server has them (the Tab service's)
+        self.tab_service = TabService(self.tab, config.data_path(), self.events)
+        self.tab_service.sync_at_start()
 
     def suggest(self, payload: dict[str, Any]) -> dict[str, Any]:
-        from router.api.tab import log_action, tab_response
+        from router.api.tab import tab_response
 
         result = self.tab.answer(payload)
-        log_action(self.events, result)
+        self.tab_service.log_action(result)
         return tab_response(result)
 
     def feedback(self, request_id: str, outcome: str, chars: int | None = None,

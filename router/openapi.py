@@ -177,7 +177,28 @@ def _static_schema(app: Any) -> dict[str, Any]:
                     link["x-schemathesis"] = {"merge_body": merge}
                 responses["200"].setdefault("links", {})[name] = link
     _content_types(paths)
+    _added_areas(components, app.state)
     return schema
+
+
+def _added_areas(components: dict[str, Any], state: Any) -> None:
+    """The areas a config's ``endpoints:`` adds, in the list a key's ``allowed_routes``
+    may name (``router.api.keys.Area``)."""
+    added = sorted({area for _, area in getattr(state, "endpoint_areas", ())})
+
+    def extend(node: Any) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("enum"), list) and "chat" in node["enum"]:
+                node["enum"] = [*node["enum"], *added]
+            for value in node.values():
+                extend(value)
+        elif isinstance(node, list):
+            for value in node:
+                extend(value)
+
+    if added:
+        for component in components.values():
+            extend(component.get("properties", {}).get("allowed_routes"))
 
 
 def _chat_params(chat: dict[str, Any], state: Any) -> None:

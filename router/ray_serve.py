@@ -8,8 +8,9 @@ Imported only when that engine is asked for (``ray`` is the optional extra ``[ra
                                  ▼
                              one deployment per specialist (SpecialistReplica × N):
                              builds the real specialist from its config block
-    PolicyBoard (an actor): the Tab policy the deploy endpoint published; every Tab
-    replica watches it, switches, and reports when
+    PolicyBoard (an actor): the Tab policy the Tab service's deploy published (through
+    RemoteTab.swap); every Tab replica's watcher hands it to the replica's own Tab service
+    (router.service.tab), which swaps it in, and reports when
 
 The ingress runs the very app ``complement serve`` runs, so routes, headers, errors,
 metrics and the event store's writes are the same code. A specialist's errors cross the
@@ -38,8 +39,8 @@ from router.app import create_app
 from router.config import Config, RayDeploymentConfig, SpecialistConfig
 from router.errors import ConfigError, Unavailable
 from router.registry import Registry, build, check_block
-from specialists.base import (Batched, HasWorkers, Result, Specialist, SpecialistError,
-                              Swappable, capabilities)
+from specialists.base import (Batched, Closable, HasWorkers, Result, Specialist,
+                              SpecialistError, Swappable, capabilities)
 
 __all__ = ["Ingress", "PolicyBoard", "RemoteSpecialist", "SpecialistReplica", "build_app",
            "ray_workers", "replica_pids", "serve_ray"]
@@ -122,8 +123,8 @@ def _board(app_name: str) -> Any:
 class _PolicyWatcher:
     """A Tab replica's thread: serve what the board says, report each switch."""
 
-    def __init__(self, spec: Any, replica: str, app_name: str) -> None:
-        self.spec, self.replica, self.app_name = spec, replica, app_name
+    def __init__(self, service: Any, replica: str, app_name: str) -> None:
+        self.service, self.replica, self.app_name = service, replica, app_name
         self.seq = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="tab-policy-watch", daemon=True)
@@ -153,7 +154,7 @@ class _PolicyWatcher:
 
         error = None
         try:
-            self.spec.swap(TabPolicy.from_state(state))
+            self.service.swap_to(TabPolicy.from_state(state))
         except Exception as exc:  # reported to the deploy that asked for it
             error = f"{type(exc).__name__}: {exc}"
         at = time.time()
@@ -193,18 +194,18 @@ class SpecialistReplica:
         # what a request may call on it: its public methods, found once, here
         self.methods = _public_methods(self.spec)
         if Swappable in can:
-            self._sync_store(data_dir)
-            self.watcher = _PolicyWatcher(self.spec, self.replica, app_name).start()
+            from router.service.tab import TabService
 
-    def _sync_store(self, data_dir: str) -> None:
+            service = TabService(self.spec, data_dir)  # the ingress's records the deploys
+            self._sync_store(service, data_dir)
+            self.watcher = _PolicyWatcher(service, self.replica, app_name).start()
+
+    @staticmethod
+    def _sync_store(service: Any, data_dir: str) -> None:
         """As the single process does at start: serve the store's deployed version (and
         publish the shipped policy as the first one on a first start)."""
-        from pathlib import Path
-
-        from specialists.tab.loop.versions import PolicyStore, sync_deployed
-
         try:
-            sync_deployed(self.spec, PolicyStore(Path(data_dir).expanduser() / "tab"))
+            service.sync_at_start()
         except (OSError, ValueError, SpecialistError) as exc:
             log.warning("tab: could not sync the policy store under %s: %s", data_dir, exc)
 
@@ -251,9 +252,9 @@ class SpecialistReplica:
     def __del__(self) -> None:
         if self.watcher is not None:
             self.watcher.stop()
-        close = getattr(getattr(self, "spec", None), "close", None)
-        if callable(close):
-            close()
+        spec = self.__dict__.get("spec")  # None when building it failed
+        if spec is not None and Closable in capabilities(spec):
+            spec.close()
 
 
 # -- the ingress's stand-ins for the specialists -----------------------------------------

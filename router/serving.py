@@ -13,26 +13,32 @@ arrived. The body has its own limits, in :class:`router.app.GuardMiddleware`.
 
 :func:`running` serves an app on a thread of this process, on a free loopback port: for the
 tests, the security audit (``router.audit``) and the benchmarks, which all need a real
-server over HTTP and none of which may import another's helpers.
+server over HTTP and none of which may import another's helpers. :class:`ServeProcess`
+runs ``complement serve`` in a subprocess (the simulated loop's server).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any, Iterator
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from router.config import Config
 
-__all__ = ["HeaderDeadlineH11", "HeaderDeadlineHttpTools", "KEEP_ALIVE_S", "free_port", "running",
-           "uvicorn_options"]
+__all__ = ["HeaderDeadlineH11", "HeaderDeadlineHttpTools", "KEEP_ALIVE_S", "ServeProcess",
+           "free_port", "running", "uvicorn_options"]
 
 #: How long an idle keep-alive connection is kept (uvicorn's ``timeout_keep_alive``).
 KEEP_ALIVE_S = 5
@@ -166,3 +172,46 @@ def running(app: Any, host: str = "127.0.0.1", **uvicorn_options: Any) -> Iterat
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+class ServeProcess:
+    """``complement serve --config CONFIG --port PORT`` in a subprocess of this one, its
+    output in ``log``. The simulated loop trains against it (``complement loop --simulate``
+    hands it to ``specialists.tab.loop.runner.run_loop``), as do the loop's tests and
+    benchmarks. :meth:`start` returns once ``/readyz`` answers 200."""
+
+    def __init__(self, config: Path, port: int, log: Path) -> None:
+        self.config, self.port, self.log = config, port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180) -> "ServeProcess":
+        import httpx
+
+        repo = Path(__file__).resolve().parents[1]
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "router.cli", "serve", "--config", str(self.config),
+                 "--port", str(self.port), "--log-level", "warning"], stdout=fh,
+                stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the loop's server exited ({self.proc.returncode}); "
+                                   f"see {self.log}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"the loop's server was not ready in {timeout}s; see {self.log}")
+
+    def stop(self, kill: bool = False) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+            self.proc.wait(timeout=60)

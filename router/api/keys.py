@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from router.api.jsonbody import JSONRoute, json_int
 from router.errors import BadRequest, Conflict
 from router.keys import (
+    AREAS,
     KEY_PREFIX,
     KeyGate,
     KeyStore,
@@ -34,7 +35,10 @@ __all__ = ["DeleteBody", "GenerateBody", "UpdateBody", "key_fields", "router", "
 
 router = APIRouter(tags=["keys"], route_class=JSONRoute)
 
-Area = Literal["chat", "tab", "feedback", "apply", "edit", "retrieval"]
+#: The areas a key may be limited to: the built-in ones (``system`` is always allowed), and
+#: those a config's ``endpoints:`` adds, which ``key_fields`` checks (and the schema lists).
+BUILT_IN_AREAS = [area for area in AREAS if area != "system"]
+Area = Annotated[str, Field(json_schema_extra={"enum": BUILT_IN_AREAS})]
 _TOKEN = re.compile(r"^[0-9a-f]{64}$")
 #: A key or its token, and a duration, as the schema says; validated by hand (``token_of``,
 #: ``router.keys.parse_duration``) so a mistake's 400 says what to write.
@@ -95,11 +99,17 @@ def token_of(value: str, param: str = "key") -> str:
                      "(64 hex digits, as /key/generate and /key/info return)", param=param)
 
 
-def key_fields(body: _Limits, routes: Any) -> dict[str, Any]:
+def key_fields(body: _Limits, routes: Any, areas: Any = ()) -> dict[str, Any]:
     """The ``KeyStore`` fields the body set (an explicit null clears a limit); ``routes``:
-    the server's, which ``models`` must name."""
+    the server's, which ``models`` must name; ``areas``: those its config's ``endpoints:``
+    adds to the built-in ones, which ``allowed_routes`` must name."""
     given = body.model_fields_set - {"key", "duration"}
     fields = {name: getattr(body, name) for name in given}
+    known = BUILT_IN_AREAS + sorted(areas)
+    strange = [area for area in body.allowed_routes or [] if area not in known]
+    if strange:
+        raise BadRequest(f"allowed_routes: {strange} are not areas of this server (known: "
+                         f"{known})", param="allowed_routes")
     unknown = sorted(set(body.models or []) - set(routes))
     if unknown:
         raise BadRequest(f"models: {unknown} are not routes of this server (known: "
@@ -117,7 +127,8 @@ def key_fields(body: _Limits, routes: Any) -> dict[str, Any]:
 async def generate(body: GenerateBody, request: Request) -> dict[str, Any]:
     """Issue a virtual key. Its text is in this answer only (``key``); keep it."""
     _, store = _gate(request)
-    fields = key_fields(body, request.app.state.config.routes)
+    config = request.app.state.config
+    fields = key_fields(body, config.routes, config.endpoints)
     key, record = await run_in_threadpool(lambda: store.create(**fields))
     return {"key": key, **record.info()}
 
@@ -149,7 +160,8 @@ async def update(body: UpdateBody, request: Request) -> dict[str, Any]:
     to this server process at once, to others within ``server.key_cache_s``."""
     gate, store = _gate(request)
     token = token_of(body.key)
-    fields = key_fields(body, request.app.state.config.routes)
+    config = request.app.state.config
+    fields = key_fields(body, config.routes, config.endpoints)
     record = await run_in_threadpool(lambda: store.update(token, **fields))
     gate.forget(token)
     return record.info()

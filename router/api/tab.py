@@ -4,7 +4,8 @@ share of the editors; ``/promote`` deploys it, ``/abort`` ends it) and ``GET
 /v1/tab/versions`` (their record).
 
 The running server's specialist of kind ``tab`` answers, from the registry through the
-``uses("tab")`` dependency. :func:`create_app` builds a standalone app around one
+``uses("tab")`` dependency; deploys, canaries and the versions' record are the Tab
+service's (``router.service.tab``, on ``app.state.tab_service``), which these endpoints call. :func:`create_app` builds a standalone app around one
 specialist, for tests and for serving Tab alone.
 
 Every answer carries the request id, the policy version and the latency. Bad input is a
@@ -28,11 +29,11 @@ from starlette.concurrency import run_in_threadpool
 
 from router.api.jsonbody import EscapedSurrogatesRoute, JSONInt, json_int
 from router.registry import specialist_for, uses
-from specialists.base import (AnswersAsync, Batched, Canaries, ReportsSwaps, Specialist,
-                              Swappable, capabilities)
+from router.service.tab import TabService, action_record, log_action
+from specialists.base import AnswersAsync, Batched, Specialist, capabilities
 
 __all__ = ["router", "CanaryBody", "DeployBody", "TabBody", "TabEdit", "TabFastLane",
-           "action_record", "answer_async", "create_app", "log_action", "tab_response"]
+           "answer_async", "create_app", "tab_response"]
 
 router = APIRouter(tags=["tab"], route_class=EscapedSurrogatesRoute)
 
@@ -212,38 +213,10 @@ def tab_response(result: Any) -> dict[str, Any]:
     }
 
 
-def log_action(store: Any, result: Any) -> None:
-    """Record the policy's decision in the event store (when there is one and the
-    specialist logs features): the loop trains on exactly these events."""
-    record = action_record(result) if store is not None else None
-    if record is not None:
-        store.record_action(record)
-        result.meta.pop("features")
-
-
-def action_record(result: Any) -> Any:
-    """The event-store row for a Tab result, or None when it decided nothing to log
-    (cancelled, overloaded, or a specialist that does not log features)."""
-    meta = result.meta
-    if "features" not in meta or meta.get("cancelled"):
-        return None
-    from specialists.tab.events import ActionRecord
-
-    shown = result.output is not None
-    # meta["rule"]: a rule decided what the user saw (a jump or a rewrite in the policy's
-    # place, or its insertion held back); the trainer credits the policy's action as nothing
-    return ActionRecord(
-        request_id=str(meta["request_id"]), policy_version=str(meta["policy_version"]),
-        action=str(meta.get("action", 0)), logprob=float(meta.get("logprob", 0.0)),
-        shown=shown, features=meta["features"],
-        suggestion=result.output["text"] if shown else None,
-        latency_ms=float(meta.get("latency_ms") or 0.0),
-        kind=result.output.get("kind") if shown else None, rule=meta.get("rule"))
-
-
 async def _log_async(state: Any, result: Any) -> None:
-    """:func:`log_action` without blocking the event loop: through the app's group-commit
-    writer when it has one (the row is committed before this returns), else in the pool."""
+    """The Tab service's ``log_action`` without blocking the event loop: through the app's
+    group-commit writer when it has one (the row is committed before this returns), else in
+    the pool."""
     events, writer = getattr(state, "events", None), getattr(state, "tab_writer", None)
     record = action_record(result) if events is not None else None
     if record is None:
@@ -264,10 +237,16 @@ class DeployBody(BaseModel):
     event: str = Field("deploy", pattern="^(deploy|rollback)$")
 
 
-def _policy_store(request: Request) -> Any:
-    from specialists.tab.loop.versions import PolicyStore
+def _service(request: Request) -> TabService:
+    """The app's Tab service (``router.service.tab``), which deploys, canaries and rolls
+    back; a 503 when this app has none (it serves ``/v1/tab`` alone)."""
+    service = getattr(request.app.state, "tab_service", None)
+    if service is None:
+        from router.errors import Unavailable
 
-    return PolicyStore(request.app.state.config.data_path() / "tab")
+        raise Unavailable("this server has no Tab service (no data directory): it cannot "
+                          "deploy a policy; run `complement serve`")
+    return service  # type: ignore[no-any-return]
 
 
 @router.post("/v1/tab/deploy")
@@ -276,36 +255,7 @@ async def deploy(body: DeployBody, request: Request,
     """Hot-swap a policy version. It is loaded completely, then swapped in under the Tab
     specialist's model lock: requests in flight finish on the old version, none sees a
     half-loaded one, and nothing restarts. Every deploy is logged in the event store."""
-    store = _policy_store(request)
-    store.lineage(body.version)  # 404 naming the known versions if it does not exist
-    previous = await _deploy_version(request, store, _swap(spec), body.version)
-    # with replicas (--engine ray): which switched when, for the deploy log
-    detail = spec.swap_report() if ReportsSwaps in capabilities(spec) else {}
-    await _record(request, str(body.version), body.event, previous=previous, **detail)
-    return {"deployed": body.version, "previous": previous, "event": body.event, **detail}
-
-
-def _swap(spec: Any) -> Any:
-    """The specialist's ``swap``, or a 409 saying there is none."""
-    if Swappable not in capabilities(spec):
-        from router.errors import Conflict
-
-        raise Conflict(f"the configured tab specialist ({type(spec).__name__}) cannot "
-                       "hot-swap a policy")
-    return spec.swap
-
-
-async def _deploy_version(request: Request, store: Any, swap: Any, version: int) -> int:
-    """Load ``version`` completely, then swap it in and point the store at it under the
-    deploy lock (a worker following the store waits); the version it replaced."""
-    from specialists.tab.policy import TabPolicy
-
-    policy = await run_in_threadpool(TabPolicy.load, store.path(version))
-    async with _deploy_lock(request.app.state):
-        previous: int = await run_in_threadpool(swap, policy)
-        store.clear_canary()  # the swap ended any canary (it was measured against `previous`)
-        store.set_deployed(version)
-    return previous
+    return await _service(request).deploy(body.version, body.event)
 
 
 class CanaryBody(BaseModel):
@@ -314,97 +264,31 @@ class CanaryBody(BaseModel):
     share: float = Field(gt=0.0, lt=1.0, description="Share of editors (sessions) served it.")
 
 
-def _set_canary(spec: Any) -> Any:
-    """The specialist's ``set_canary``, or a 409 saying why there is none."""
-    can = capabilities(spec)
-    if Canaries not in can:
-        from router.errors import Conflict
-
-        # --engine ray: the replicas follow one policy board carrying one version; a canary
-        # there would need the board to carry two and every replica to split by session
-        raise Conflict(f"the configured tab specialist ({type(spec).__name__}"
-                       f"{' under --engine ray' if ReportsSwaps in can else ''}) "
-                       "cannot serve a canary beside the deployed version; deploy directly "
-                       "(`complement loop --canary-share 0`)")
-    return spec.set_canary
-
-
 @router.post("/v1/tab/canary")
 async def canary(body: CanaryBody, request: Request,
                  spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
     """Serve ``version`` to ``share`` of the editors beside the deployed version (replacing
     any canary), each editor by a hash of its ``session`` (else of each request's id). The
     policy store records it, so ``--workers N`` follow it and a restart resumes it."""
-    from router.errors import Conflict
-    from specialists.tab.policy import TabPolicy
-
-    set_canary = _set_canary(spec)
-    store = _policy_store(request)
-    store.lineage(body.version)  # 404 naming the known versions if it does not exist
-    if body.version == store.deployed():
-        raise Conflict(f"version {body.version} is the deployed version; a canary is another one")
-    policy = await run_in_threadpool(TabPolicy.load, store.path(body.version))
-    async with _deploy_lock(request.app.state):
-        await run_in_threadpool(set_canary, policy, body.share)
-        record = store.set_canary(body.version, body.share)
-    await _record(request, str(body.version), "canary_start", share=body.share,
-                  deployed=store.deployed(), started_at=record["started_at"])
-    return {"canary": record, "deployed": store.deployed()}
+    return await _service(request).start_canary(body.version, body.share)
 
 
 @router.post("/v1/tab/canary/promote")
 async def promote(request: Request, spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
     """Deploy the canary's version to everyone (the canary ends)."""
-    from router.errors import Conflict
-
-    store = _policy_store(request)
-    running = store.canary()
-    if running is None:
-        raise Conflict("no canary is running; start one with POST /v1/tab/canary")
-    previous = await _deploy_version(request, store, _swap(spec), running["version"])
-    await _record(request, str(running["version"]), "canary_promoted", previous=previous,
-                  share=running["share"], started_at=running["started_at"])
-    return {"deployed": running["version"], "previous": previous, "event": "canary_promoted"}
+    return await _service(request).promote()
 
 
 @router.post("/v1/tab/canary/abort")
 async def abort(request: Request, spec: Specialist = Depends(uses("tab"))) -> dict[str, Any]:
     """End the canary: everyone is served the deployed version again. Idempotent."""
-    store = _policy_store(request)
-    running = store.canary()
-    async with _deploy_lock(request.app.state):
-        if Canaries in capabilities(spec):
-            await run_in_threadpool(spec.set_canary, None)
-        store.clear_canary()
-    if running is not None:
-        await _record(request, str(running["version"]), "canary_aborted",
-                      deployed=store.deployed(), share=running["share"],
-                      started_at=running["started_at"])
-    return {"aborted": running["version"] if running else None, "deployed": store.deployed()}
-
-
-async def _record(request: Request, version: str, event: str, **detail: Any) -> None:
-    events = getattr(request.app.state, "events", None)
-    if events is not None:
-        await run_in_threadpool(events.record_deploy, version, event, **detail)
-
-
-def _deploy_lock(state: Any) -> asyncio.Lock:
-    """Held while a deploy swaps and moves the store's pointer, and while a worker follows
-    the pointer (``router.app``): neither sees the other half done."""
-    lock = getattr(state, "tab_deploy_lock", None)
-    if lock is None:
-        lock = state.tab_deploy_lock = asyncio.Lock()
-    return lock
+    return await _service(request).abort()
 
 
 @router.get("/v1/tab/versions")
 async def versions(request: Request) -> dict[str, Any]:
     """Every policy version with its lineage, the deployed one, and the last deploys."""
-    store = _policy_store(request)
-    events = getattr(request.app.state, "events", None)
-    return {"deployed": store.deployed(), "canary": store.canary(), "versions": store.versions(),
-            "deploys": events.deploy_log(20) if events is not None else []}
+    return _service(request).versions()
 
 
 def create_app(specialist: Any) -> Any:

@@ -111,7 +111,7 @@ def _via_database(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, A
     try:
         if args.action == "generate":
             key, record = store.create(**key_fields(GenerateBody.model_validate(body),
-                                                    config.routes))
+                                                    config.routes, config.endpoints))
             return {"key": key, **record.info()}
         if args.action == "list":
             return {"keys": [k.info() for k in store.all()]}
@@ -124,7 +124,7 @@ def _via_database(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, A
             return {**record.info(), "held": store.held(token)}
         if args.action == "update":
             fields = key_fields(UpdateBody.model_validate({**body, "key": args.key}),
-                                config.routes)
+                                config.routes, config.endpoints)
             return store.update(token_of(args.key), **fields).info()
         return {"deleted_keys": store.revoke([token_of(k) for k in args.keys])}
     except ValidationError as exc:

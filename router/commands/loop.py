@@ -48,9 +48,16 @@ def _simulated(ns: argparse.Namespace) -> int:
         except PopulationError as exc:
             print(f"complement loop: --population: {exc}", file=sys.stderr)
             return 2
-    summary = run_loop(args, progress=_progress)
+    summary = run_loop(args, serve=_serve, progress=_progress)
     print(json.dumps(summary))
     return 0
+
+
+def _serve(config: Path, port: int, log: Path) -> Any:
+    """The simulated loop's server: ``complement serve`` in a subprocess, once ready."""
+    from router.serving import ServeProcess
+
+    return ServeProcess(config, port, log).start()
 
 
 def live_args(ns: argparse.Namespace) -> Any:
@@ -292,6 +299,7 @@ def _train_from_events(ns: argparse.Namespace) -> int:
 
 def _rollback(ns: argparse.Namespace) -> int:
     from router.config import load_config
+    from router.service.tab import TabService
     from specialists.tab.loop.versions import PolicyStore
 
     config = load_config(ns.config)
@@ -309,7 +317,7 @@ def _rollback(ns: argparse.Namespace) -> int:
         if "no server at" not in str(exc):
             print(f"complement tab rollback: {exc}", file=sys.stderr)
             return 1
-        store.set_deployed(ns.version)  # the next start serves this version
+        TabService(None, state).deploy_at_next_start(ns.version)  # the next start serves it
         print(f"no server at {url}; version {ns.version} will be served at the next start")
         return 0
     print(json.dumps(answer))

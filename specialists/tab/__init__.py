@@ -1,7 +1,8 @@
 """Tab: context copy and a small LM propose, an RL-trained policy picks what, how much and whether.
 
-Configure as ``specialists.tab:TabSpecialist``. Modules: ``replay`` (edit replay and the
-simulated user), ``context_copy``, ``lm``, ``features``, ``policy``, ``baselines``,
+Configure as ``specialists.tab:TabSpecialist``. Modules: ``types`` (the request and the
+suggestion it serves), ``replay`` (edit replay and the simulated user, built on ``types``
+and ``hunks``), ``context_copy``, ``lm``, ``features``, ``policy``, ``baselines``,
 ``harness``, ``train`` (the RL script), ``pretrain`` (the LM recipe), ``data``, ``events``
 (the event store the online loop reads) and ``loop`` (the online loop that trains it:
 versions, trainer, gate, simulated users, the runner). Its HTTP endpoints and CLI commands
@@ -25,7 +26,7 @@ _LAZY = {
     "SPLIT": "specialists.tab.data",
     "load_split": "specialists.tab.data",
     "Session": "specialists.tab.replay",
-    "Suggestion": "specialists.tab.replay",
+    "Suggestion": "specialists.tab.types",
     "ObserveConfig": "specialists.tab.features",
     "observe": "specialists.tab.features",
     "copy_min_match": "specialists.tab.baselines",

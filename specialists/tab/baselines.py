@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from specialists.tab.context_copy import Candidate
 from specialists.tab.features import COPILOT_FEATURES, Observation, copilot_features, line_cut
-from specialists.tab.replay import Suggestion, TabRequest
+from specialists.tab.types import Suggestion, TabRequest
 
 __all__ = ["always", "always_ensemble", "lm_candidate", "copy_min_match", "confidence", "truncate", "CopilotFilter", "tune",
            "default_candidate", "mean_logprob"]

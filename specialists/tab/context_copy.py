@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specialists.tab.replay import RecentEdit
+from specialists.tab.types import RecentEdit
 
 __all__ = ["Candidate", "copy_candidates", "next_edit_candidates", "region_end", "Source", "Jump", "jump_candidates",
            "replaced_word"]

@@ -428,10 +428,10 @@ class EventStore:
         versions in number order). Beside the accept key's reward (``accept``/``reject``),
         what was kept (issue 35): characters kept (the final report's, else those accepted;
         none of an undone accept), undone accepts, Tab switch-offs and the reward of what was
-        kept (``kept``: a :class:`~specialists.tab.users.KeptReward`, default its terms)."""
+        kept (``kept``: a :class:`~specialists.tab.rewards.KeptReward`, default its terms)."""
         from sqlalchemy import and_, case, func, select
 
-        from specialists.tab.users import KeptReward
+        from specialists.tab.rewards import KeptReward
 
         kept = kept or KeptReward()
         a, o = self.actions, self.outcomes

@@ -17,7 +17,7 @@ from typing import Any
 
 from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
 from specialists.tab.personal import PERSONAL_FEATURES
-from specialists.tab.replay import Suggestion, TabRequest
+from specialists.tab.types import Suggestion, TabRequest
 
 __all__ = ["Observation", "Draft", "draft", "finish", "observe", "observe_many", "to_features", "from_features", "copilot_features",
            "COPILOT_FEATURES", "dynamic_features", "cut_points", "line_cut", "ObserveConfig", "ACTION_FEATURES",

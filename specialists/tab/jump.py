@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from specialists.tab.context_copy import Jump, jump_candidates
 from specialists.tab.features import Observation
-from specialists.tab.replay import TRIGGER_CHARS, Suggestion, TabRequest
+from specialists.tab.types import TRIGGER_CHARS, Suggestion, TabRequest
 
 __all__ = ["JumpRule", "apply_rules", "edit_finished", "held", "rewrite_at_cursor", "with_jumps"]
 

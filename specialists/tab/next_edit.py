@@ -1,6 +1,6 @@
 """The next-edit model: the edit-replay format, as Zeta is trained (issue 15).
 
-An example is one moment of a replayed edit (``replay.hunks_of``: hunk by hunk, top to
+An example is one moment of a replayed edit (``hunks.hunks_of``: hunk by hunk, top to
 bottom). The prompt shows the person's recent edits as diffs, a few lines above, and the
 *editable region* around the cursor with the cursor marked; the answer is the region's next
 state:
@@ -37,7 +37,8 @@ from typing import Any
 
 from specialists.lm_recipe import RecipeArgs, add_arguments, from_arguments, train_prompt_answer
 from specialists.tab.data import Pair, load_split
-from specialists.tab.replay import Hunk, RecentEdit, Suggestion, _trim, hunks_of
+from specialists.tab.hunks import Hunk, hunks_of, trim
+from specialists.tab.types import RecentEdit, Suggestion
 
 __all__ = ["NextEditArgs", "NextEditExample", "NextEditModel", "SPECIAL_TOKENS", "examples", "format_prompt",
            "region_bounds", "repeat_latest", "train"]
@@ -232,7 +233,7 @@ class NextEditModel:
         return self.tok.decode(out[:-1], skip_special_tokens=False), stats
 
     def suggest(self, req: Any) -> Suggestion | None:
-        """The region's next state for a Tab request as a :class:`~specialists.tab.replay.Suggestion`
+        """The region's next state for a Tab request as a :class:`~specialists.tab.types.Suggestion`
         over only what changes, or None where the model changes nothing (or did not finish)."""
         start, end = region_bounds(req.file, req.cursor, ABOVE_LINES, BELOW_LINES)
         region = req.file[start:end]
@@ -240,7 +241,7 @@ class NextEditModel:
         text, _ = self.predict(prompt, region)
         if text is None or text == region:
             return None
-        lo, old, new = _trim(region, text)
+        lo, old, new = trim(region, text)
         hi = lo + len(old)
         if not old and start + lo != req.cursor:  # an insertion away from the cursor: show its line
             line_start = region.rfind("\n", 0, lo) + 1

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from specialists.tab.features import ACTION_FEATURES, PERSONAL_FEATURES, STATE_FEATURES, Observation, state_vector
-from specialists.tab.replay import Suggestion
+from specialists.tab.types import Suggestion
 
 __all__ = ["Action", "Sample", "TabPolicy", "PolicyConfig", "PPOConfig", "OffPolicyError", "OPTIMIZER_FILE",
            "POLICY_STATE"]

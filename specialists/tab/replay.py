@@ -46,117 +46,17 @@ and an online loop can drive the HTTP API with :meth:`Session.next_request` /
 
 from __future__ import annotations
 
-import difflib
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 from specialists.tab.data import Pair
+from specialists.tab.hunks import hunks_of
+from specialists.tab.types import TRIGGER_CHARS, RecentEdit, Suggestion, TabRequest
 
-__all__ = ["Hunk", "RecentEdit", "Suggestion", "TabRequest", "Outcome", "RewardConfig", "Timing",
-           "Session", "hunks_of", "replay_text", "TRIGGER_CHARS"]
+__all__ = ["Outcome", "RewardConfig", "Timing", "Session", "replay_text"]
 
-TRIGGER_CHARS = frozenset(" .(_=,[{:")
 MADE_NEXT = -2  # ``Session.judge``'s k for a rewrite that made the next hunk whole
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One changed region: at ``start`` (an offset in the file as it is when the hunk begins,
-    i.e. after the earlier hunks are done) ``old`` is deleted and ``new`` typed."""
-
-    start: int
-    old: str
-    new: str
-
-
-@dataclass(frozen=True)
-class RecentEdit:
-    """An edit the person made a moment ago, at ``offset`` of the file as it was then."""
-
-    old: str
-    new: str
-    offset: int = 0
-
-    def diff(self) -> str:
-        """The edit as diff lines (``-`` removed, ``+`` added), as Zeta's prompt shows it."""
-        minus = "".join(f"-{ln}\n" for ln in self.old.splitlines())
-        plus = "".join(f"+{ln}\n" for ln in self.new.splitlines())
-        return f"@@ {self.offset} @@\n{minus}{plus}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"old": self.old, "new": self.new, "offset": self.offset}
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """Replace ``[start, end)`` of the current file by ``text``; ``start == end`` at the cursor
-    is a completion, anything else a next-edit rewrite. With ``jump`` it edits nothing: it
-    says the next edit will be in ``[start, end)`` (a line region) and moves the cursor there."""
-
-    start: int
-    end: int
-    text: str
-    jump: bool = False
-
-    @classmethod
-    def from_output(cls, output: dict[str, Any] | None) -> "Suggestion | None":
-        """The suggestion in a ``/v1/tab`` answer's ``suggestion`` (or a Tab result's
-        ``output``); None for none. A ``kind: jump`` answer moves the cursor, edits nothing."""
-        if not output:
-            return None
-        r = output["range"]
-        return cls(r["start"], r["end"], output["text"], jump=output.get("kind") == "jump")
-
-    @property
-    def kind(self) -> str:
-        """``jump``, ``insert`` (a completion) or ``rewrite``."""
-        if self.jump:
-            return "jump"
-        return "insert" if self.start == self.end else "rewrite"
-
-    def apply(self, file: str) -> str:
-        if self.jump:
-            return file
-        return file[: self.start] + self.text + file[self.end :]
-
-
-@dataclass
-class TabRequest:
-    """What an editor sends at a trigger point: the state the policy sees."""
-
-    file: str
-    cursor: int
-    language: str
-    path: str = ""
-    recent_edits: list[RecentEdit] = field(default_factory=list)
-    seconds_since_last: float | None = None
-    """Seconds since the last decision (shown or not); ``None`` for the first request."""
-    last_outcome: str | None = None
-    """``accepted``, ``rejected`` or ``none`` (nothing shown) for the last request; ``None`` first."""
-    request_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "cursor": self.cursor, "language": self.language,
-                "path": self.path, "recent_edits": [e.to_json() for e in self.recent_edits],
-                "seconds_since_last": self.seconds_since_last, "last_outcome": self.last_outcome,
-                "request_id": self.request_id}
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> "TabRequest":
-        edits = [RecentEdit(**e) if isinstance(e, dict) else _parse_diff(str(e))
-                 for e in body.get("recent_edits") or []]
-        return cls(file=body["file"], cursor=int(body["cursor"]), language=body.get("language") or "",
-                   path=body.get("path") or "", recent_edits=edits,
-                   seconds_since_last=body.get("seconds_since_last"),
-                   last_outcome=body.get("last_outcome"), request_id=body.get("request_id") or "")
-
-
-def _parse_diff(text: str) -> RecentEdit:
-    """A diff string (``-``/``+`` lines) back into old/new text; other lines are ignored."""
-    old = [ln[1:] for ln in text.splitlines() if ln.startswith("-") and not ln.startswith("---")]
-    new = [ln[1:] for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    return RecentEdit(old="\n".join(old), new="\n".join(new))
 
 
 @dataclass(frozen=True)
@@ -210,38 +110,6 @@ class Outcome:
     """The person switched Tab off after this answer (``users`` patience)."""
     off: bool = False
     """Tab was off: the suggestion never reached the person (``shown`` is False)."""
-
-
-def _trim(old: str, new: str) -> tuple[int, str, str]:
-    """Strip the common prefix and suffix: only the changed middle is deleted and typed."""
-    p = 0
-    limit = min(len(old), len(new))
-    while p < limit and old[p] == new[p]:
-        p += 1
-    s = 0
-    while s < limit - p and old[len(old) - 1 - s] == new[len(new) - 1 - s]:
-        s += 1
-    return p, old[p : len(old) - s], new[p : len(new) - s]
-
-
-def hunks_of(before: str, after: str) -> list[Hunk]:
-    """The line-level diff as hunks with offsets into the evolving file, top to bottom."""
-    a, b = before.splitlines(True), after.splitlines(True)
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    hunks: list[Hunk] = []
-    shift = 0  # how much earlier hunks moved offsets
-    line_offsets = [0]
-    for ln in a:
-        line_offsets.append(line_offsets[-1] + len(ln))
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            continue
-        old, new = "".join(a[i1:i2]), "".join(b[j1:j2])
-        p, old_mid, new_mid = _trim(old, new)
-        if old_mid or new_mid:
-            hunks.append(Hunk(start=line_offsets[i1] + shift + p, old=old_mid, new=new_mid))
-        shift += len(new) - len(old)
-    return hunks
 
 
 def _triggers(new: str) -> list[int]:

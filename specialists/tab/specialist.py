@@ -42,7 +42,7 @@ from pydantic import Field, ValidationError
 
 from specialists.base import (OptionsError, Result, Specialist, SpecialistError,
                               SpecialistOptions)
-from specialists.tab.replay import RecentEdit, TabRequest, _parse_diff
+from specialists.tab.types import RecentEdit, TabRequest, parse_diff
 
 __all__ = ["Canary", "TabOptions", "TabSpecialist", "DEFAULT_CHECKPOINT", "in_canary"]
 
@@ -367,7 +367,7 @@ class TabSpecialist(Specialist):
         edits = []
         for e in list(request.get("recent_edits") or [])[-self.max_recent_edits :]:
             if isinstance(e, str):
-                edits.append(_parse_diff(_clean(e, 16_000)))
+                edits.append(parse_diff(_clean(e, 16_000)))
             elif isinstance(e, Mapping):
                 edits.append(RecentEdit(old=_clean(e.get("old")), new=_clean(e.get("new")),
                                         offset=_int(e.get("offset"))))

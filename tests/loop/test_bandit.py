@@ -5,7 +5,7 @@ from __future__ import annotations
 from specialists.tab.features import observe
 from specialists.tab.loop.bandit import LinUCB
 from specialists.tab.policy import PolicyConfig, TabPolicy
-from specialists.tab.replay import TabRequest
+from specialists.tab.types import TabRequest
 
 FILE = "value = compute(alpha, beta)\nother = compute("
 

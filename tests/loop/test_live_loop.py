@@ -14,8 +14,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from router.serving import ServeProcess
 from specialists.tab.data import Pair
-from specialists.tab.loop.runner import Server
 from specialists.tab.loop.simulate import simulate
 from tests.conftest import free_port
 from tests.tab.conftest import TOY
@@ -45,9 +45,9 @@ def server(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Ite
     port = free_port()
     log = tmp_path_factory.mktemp("live-log") / "server.log"
     old = dict(os.environ)
-    os.environ.update(env)  # Server passes os.environ on to `complement serve`
+    os.environ.update(env)  # ServeProcess passes os.environ on to `complement serve`
     try:
-        srv = Server(REPO / "configs" / "default.yaml", port, log).start(timeout=300)
+        srv = ServeProcess(REPO / "configs" / "default.yaml", port, log).start(timeout=300)
     finally:
         os.environ.clear()
         os.environ.update(old)

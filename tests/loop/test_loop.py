@@ -17,10 +17,10 @@ import yaml
 
 from router.app import create_app
 from router.config import parse_config
+from router.serving import ServeProcess
 from specialists.base import NotFoundError, SpecialistError
 from specialists.tab.events import ActionRecord, EventStore, sqlite_url
 from specialists.tab.loop.gate import Gate
-from specialists.tab.loop.runner import Server
 from specialists.tab.loop.simulate import simulate
 from specialists.tab.loop.trainer import train_from_events
 from specialists.tab.loop.versions import PolicyStore
@@ -238,7 +238,7 @@ def test_sigkill_mid_burst_loses_nothing_acknowledged(tmp_path: Path, tiny_check
     config = tmp_path / "server.yaml"
     config.write_text(yaml.safe_dump(_config(state, tiny_checkpoint, store)))
     port = free_port()
-    server = Server(config, port, tmp_path / "server.log").start()
+    server = ServeProcess(config, port, tmp_path / "server.log").start()
     acked_actions: list[str] = []
     acked_feedback: list[str] = []
     text = "def f(a):\n    return a\n\ndef g(a):\n    return f("

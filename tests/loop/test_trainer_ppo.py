@@ -13,7 +13,7 @@ from specialists.tab.features import observe, to_features
 from specialists.tab.loop.trainer import ancestors, train_from_events
 from specialists.tab.loop.versions import PolicyStore
 from specialists.tab.policy import OPTIMIZER_FILE, PolicyConfig, PPOConfig, TabPolicy
-from specialists.tab.replay import TabRequest
+from specialists.tab.types import TabRequest
 
 FILE = "value = compute(alpha, beta)\nother = compute("
 

@@ -105,7 +105,7 @@ def test_an_unknown_key_names_the_nearest_known_one_and_lists_them() -> None:
                      env={})
     text = str(info.value)
     assert "servr: unknown key; did you mean 'server'?" in text
-    assert "known here: data_dir, engine, events" in text and "env_refs" not in text
+    assert "known here: data_dir, endpoints, engine, events" in text and "env_refs" not in text
     assert "models.m.api_bse: unknown key; did you mean 'api_base'?" in text
 
 

@@ -4,6 +4,7 @@ against a fake deployment handle: no cluster, so these run in a second."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,14 +164,17 @@ def test_a_replica_that_failed_to_load_marks_the_specialist_failed_in_the_regist
     assert registry.errors == {} and registry.get("apply") is spec
 
 
-def test_a_canary_is_refused_under_ray_with_the_reason() -> None:
+def test_a_canary_is_refused_under_ray_with_the_reason(tmp_path: Path) -> None:
     """The replicas follow one policy board carrying one version: the stand-in does not
-    forward ``set_canary`` (it would reach one replica), and the endpoint says why."""
-    from router.api.tab import _set_canary
+    forward ``set_canary`` (it would reach one replica), and the Tab service says why,
+    before it reads the policy store."""
     from router.errors import Conflict
+    from router.service.tab import TabService
 
     tab = remote_specialist("tab", TabSpecialist, FakeHandle(), "app")
     assert callable(getattr(TabSpecialist, "set_canary", None))
     assert not hasattr(tab, "set_canary")
+    service = TabService(tab, tmp_path)
     with pytest.raises(Conflict, match="under --engine ray.*cannot serve a canary"):
-        _set_canary(tab)
+        asyncio.run(service.start_canary(1, 0.5))
+    assert not (tmp_path / "tab").exists()

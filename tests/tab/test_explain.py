@@ -40,7 +40,8 @@ def test_explain_only_when_asked(spec) -> None:
 def test_explain_reaches_the_http_answer_and_not_the_event_store(spec) -> None:
     from fastapi.testclient import TestClient
 
-    from router.api.tab import action_record, create_app, tab_response
+    from router.api.tab import create_app, tab_response
+    from router.service.tab import action_record
 
     client = TestClient(create_app(spec))
     r = client.post("/v1/tab", json={"file": FILE, "cursor": len(FILE), "explain": True})

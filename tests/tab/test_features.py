@@ -9,7 +9,7 @@ import pytest
 from specialists.tab.baselines import CopilotFilter, copy_min_match, truncate
 from specialists.tab.context_copy import Candidate, Source, copy_candidates, next_edit_candidates
 from specialists.tab.features import COPILOT_FEATURES, copilot_features, cut_points, line_cut, observe
-from specialists.tab.replay import RecentEdit, TabRequest
+from specialists.tab.types import RecentEdit, TabRequest
 
 
 def feats(req: TabRequest) -> dict[str, float]:

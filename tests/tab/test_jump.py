@@ -10,7 +10,9 @@ from specialists.tab.data import Pair
 from specialists.tab.features import ObserveConfig
 from specialists.tab.harness import ObservationCache, run
 from specialists.tab.jump import JumpRule, with_jumps
-from specialists.tab.replay import RecentEdit, Session, Suggestion, TabRequest, hunks_of
+from specialists.tab.hunks import hunks_of
+from specialists.tab.replay import Session
+from specialists.tab.types import RecentEdit, Suggestion, TabRequest
 
 # a rename carried down a file: three far-apart uses of ``total_size``
 FAR = "\n" * 6
@@ -305,7 +307,7 @@ def test_an_insertion_is_held_back_where_the_latest_edit_looks_finished() -> Non
 def test_a_held_insertion_is_logged_as_the_rules_doing() -> None:
     """``hold_finished`` withholds the policy's insertion: the row keeps the policy's action
     and names the rule, so the trainer credits that action with nothing's reward."""
-    from router.api.tab import action_record
+    from router.service.tab import action_record
     from specialists.base import Result
 
     meta = {"request_id": "r1", "policy_version": 7, "action": 3, "logprob": -0.2, "features": "{}"}

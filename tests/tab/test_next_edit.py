@@ -11,7 +11,7 @@ import pytest
 
 from specialists.tab.data import Pair
 from specialists.tab.next_edit import CURSOR, NEXT, REGION, examples, region_bounds
-from specialists.tab.replay import hunks_of
+from specialists.tab.hunks import hunks_of
 
 BEFORE = "".join(f"line {i}\n" for i in range(40))
 # two nearby hunks (lines 5 and 7) and one far below (line 30)

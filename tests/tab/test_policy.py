@@ -6,7 +6,7 @@ import pytest
 
 from specialists.tab.features import observe
 from specialists.tab.policy import OffPolicyError, PolicyConfig, Sample, TabPolicy
-from specialists.tab.replay import TabRequest
+from specialists.tab.types import TabRequest
 
 FILE = "value = compute(alpha, beta)\nother = compute("
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from specialists.tab.data import Pair, load_split
-from specialists.tab.replay import (RewardConfig, Session, Suggestion, hunks_of, replay_text)
+from specialists.tab.hunks import hunks_of
+from specialists.tab.replay import RewardConfig, Session, replay_text
+from specialists.tab.types import Suggestion
 
 BEFORE = """import os
 
@@ -206,7 +208,7 @@ def test_reward() -> None:
 
 
 def test_request_serialises_round_trip() -> None:
-    from specialists.tab.replay import TabRequest
+    from specialists.tab.types import TabRequest
 
     s = Session(pair())
     while (req := s.next_request()) is not None:

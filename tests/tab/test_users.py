@@ -10,7 +10,8 @@ from typing import Any, Callable
 import pytest
 
 from specialists.tab.data import Pair
-from specialists.tab.replay import Outcome, RewardConfig, Session, Suggestion, TabRequest
+from specialists.tab.replay import Outcome, RewardConfig, Session
+from specialists.tab.types import Suggestion, TabRequest
 from specialists.tab.users import (KeptReward, Person, PopulationError, World, first_unit,
                                    load_population, parse_population)
 

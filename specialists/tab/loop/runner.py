@@ -1,7 +1,9 @@
 """``complement loop``: turns of deploy → collect → train → gate → swap, each one recorded.
 
-The server is a real ``complement serve`` subprocess; with ``--simulate`` a population of
-simulated users drives its HTTP API. The loop's own state lives on disk (the policy store
+The server is a real ``complement serve`` subprocess, started by the caller's ``serve``
+(:data:`Serve`); with ``--simulate`` a population of simulated users drives its HTTP API,
+and a version that passes the gate is deployed through that API (the server's Tab service
+swaps it in). The loop's own state lives on disk (the policy store
 and the event store), so a loop killed mid-turn resumes where it stopped: the events the
 deployed version already collected count toward the turn.
 """
@@ -11,20 +13,17 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import yaml
 
 from specialists.tab.events import EventStore
 from specialists.tab.loop.versions import PolicyStore
 
-__all__ = ["LoopArgs", "resolve", "run_loop", "status"]
+__all__ = ["LoopArgs", "LoopServer", "Serve", "resolve", "run_loop", "status"]
 
 
 @dataclass
@@ -121,44 +120,20 @@ def _server_config(args: LoopArgs, state: Path, store: PolicyStore, port: int) -
     return path
 
 
-class Server:
-    """A ``complement serve`` subprocess for the loop."""
+class LoopServer(Protocol):
+    """The server the loop trains against, started: simulated users send it requests and
+    feedback at ``url``, and :func:`deploy` swaps a version in through its API."""
 
-    def __init__(self, config: Path, port: int, log: Path) -> None:
-        self.config, self.port, self.log = config, port, log
-        self.proc: subprocess.Popen[bytes] | None = None
+    url: str
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+    def stop(self) -> None: ...
 
-    def start(self, timeout: float = 180) -> "Server":
-        import httpx
 
-        repo = Path(__file__).resolve().parents[3]
-        env = {**os.environ, "PYTHONPATH": str(repo)}
-        with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "router.cli", "serve", "--config", str(self.config),
-                 "--port", str(self.port), "--log-level", "warning"], stdout=fh,
-                stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the loop's server exited ({self.proc.returncode}); "
-                                   f"see {self.log}")
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"the loop's server was not ready in {timeout}s; see {self.log}")
-
-    def stop(self, kill: bool = False) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-            self.proc.wait(timeout=60)
+Serve = Callable[[Path, int, Path], LoopServer]
+"""Starts the loop's server from its config file, port and log file and returns once it
+answers. The caller's: ``complement loop --simulate`` passes the router's
+``router.serving.ServeProcess`` (``complement serve`` in a subprocess); this package never
+names the router, which sits above it."""
 
 
 def _bootstrap(store: PolicyStore, checkpoint: Path) -> int:
@@ -189,7 +164,9 @@ def _turn_pairs(pool: list[Any], turn: int, seed: int, k: int) -> list[Any]:
     return rng.sample(pool, min(k, len(pool)))
 
 
-def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
+def run_loop(args: LoopArgs, serve: Serve, progress: Any = print) -> dict[str, Any]:
+    """``args.turns`` turns against the server ``serve`` starts (see :data:`Serve`); the
+    summary of every turn run in ``args.out`` so far."""
     from specialists.tab.loop.gate import Gate
     from specialists.tab.loop.simulate import simulate
     from specialists.tab.loop.trainer import train_from_events
@@ -224,7 +201,7 @@ def run_loop(args: LoopArgs, progress: Any = print) -> dict[str, Any]:
     gate = Gate(gate_pairs, lm, margin=args.gate_margin, seed=args.seed, population=population,
                 reward=named_reward(str(args.reward)))
     port = args.port or _free_port()
-    server = Server(_server_config(args, state, store, port), port, state / "server.log").start()
+    server = serve(_server_config(args, state, store, port), port, state / "server.log")
     log_path = out / "loop.json"
     turns: list[dict[str, Any]] = _previous_turns(log_path)
     if population is not None:  # the same people every turn: their patience carries over
@@ -254,7 +231,7 @@ def resolve(args: LoopArgs) -> None:
     args.population = args.population or loop.get("population") or None
 
 
-def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events: EventStore,
+def _one_turn(t: int, args: LoopArgs, server: LoopServer, store: PolicyStore, events: EventStore,
               gate: Any, pool: list[Any], progress: Any, simulate: Any,
               train_from_events: Any) -> Turn:
     t0 = time.monotonic()
@@ -310,9 +287,8 @@ def _one_turn(t: int, args: LoopArgs, server: Server, store: PolicyStore, events
                      gate_ci=[round(result.ci_low, 4), round(result.ci_high, 4)])
     events.record_deploy(str(report.version), "gate_passed" if result.passed else "gate_failed",
                          reason=result.reason, parent=deployed, **result.summary())
-    if result.passed:
+    if result.passed:  # the server's Tab service swaps it in and moves the deployed pointer
         deploy(server.url, report.version)
-        store.set_deployed(report.version)
         row.shipped = True
     row.gate_swap_s = time.monotonic() - t2
     row.turnaround_s = time.monotonic() - t0

@@ -30,7 +30,7 @@ __all__ = ["REWARDS", "TrainReport", "ancestors", "held_out", "named_reward", "r
 
 REWARDS = ("kept", "accept")
 """The rewards a loop can learn from (config ``loop.reward``): ``kept`` — what was kept
-(:class:`~specialists.tab.users.KeptReward`: characters still present, the cost of a
+(:class:`~specialists.tab.rewards.KeptReward`: characters still present, the cost of a
 dismissal, of an undone accept and of Tab switched off); ``accept`` — the accept key's
 old +0.75 / −0.25 (:class:`~specialists.tab.replay.RewardConfig`)."""
 
@@ -38,7 +38,7 @@ old +0.75 / −0.25 (:class:`~specialists.tab.replay.RewardConfig`)."""
 def named_reward(name: str) -> Any:
     """The reward called ``name`` (one of :data:`REWARDS`)."""
     from specialists.tab.replay import RewardConfig
-    from specialists.tab.users import KeptReward
+    from specialists.tab.rewards import KeptReward
 
     if name == "kept":
         return KeptReward()
@@ -67,9 +67,9 @@ def reward_of(event: LabelledEvent, reward: Any) -> float:
     """The reward of the policy's own choice: what a rule showed in its place (a jump, a
     fallback rewrite) or withheld (``held``) is the environment's doing, so the policy's
     action is credited as showing nothing (``LabelledEvent.credited``). A
-    :class:`~specialists.tab.users.KeptReward` scores what the final report says was kept
-    (:meth:`~specialists.tab.users.KeptReward.of_event`); any other reward, the accept key."""
-    from specialists.tab.users import KeptReward
+    :class:`~specialists.tab.rewards.KeptReward` scores what the final report says was kept
+    (:meth:`~specialists.tab.rewards.KeptReward.of_event`); any other reward, the accept key."""
+    from specialists.tab.rewards import KeptReward
 
     if isinstance(reward, KeptReward):
         return reward.of_event(event)

@@ -5,7 +5,9 @@
     <data_dir>/tab/canary              the canary, if one runs: {version, share, started_at}
 
 Publishing copies into a temporary directory and renames it into place, so a trainer killed
-mid-write leaves no half version behind; the pointer is written the same way.
+mid-write leaves no half version behind; the pointer is written the same way. A running
+server's store is its Tab service's (``router.service.tab``): the service swaps what the
+pointer names into the specialist; this module only keeps the files.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from specialists.base import NotFoundError
 
-__all__ = ["POLICY_FILES", "PolicyStore", "publish_policy", "sync_canary", "sync_deployed"]
+__all__ = ["POLICY_FILES", "PolicyStore", "publish_policy"]
 
 
 class PolicyStore:
@@ -114,54 +116,3 @@ def publish_policy(store: PolicyStore, source: str | Path, version: int,
         for name in POLICY_FILES:
             shutil.copy2(Path(source) / name, Path(tmp) / name)
         return store.publish(tmp, version, lineage)
-
-
-def sync_deployed(spec: Any, store: PolicyStore, canary: bool = False) -> int | None:
-    """Make a starting server and its policy store agree.
-
-    The first start publishes the policy the Tab specialist loaded as the store's first
-    version and deploys it, so the loop has something to train; later starts serve the
-    version the store says is deployed (the loop's last swap, or a rollback made while the
-    server was down). With ``canary``, a canary the store records is served too
-    (:func:`sync_canary`). Returns the deployed version (``None`` for a specialist without a
-    swappable policy).
-    """
-    policy = getattr(spec, "policy", None)
-    if policy is None or not hasattr(spec, "swap"):
-        return None
-    deployed = store.deployed()
-    if deployed is None:
-        version = int(policy.version)
-        publish_policy(store, spec.policy_path, version,
-                       {"parent": None, "source": str(spec.policy_path), "events_used": 0})
-        store.set_deployed(version)
-        return version
-    if deployed != int(policy.version):
-        from specialists.tab.policy import TabPolicy
-
-        spec.swap(TabPolicy.load(store.path(deployed)))
-    if canary:
-        sync_canary(spec, store)
-    return deployed
-
-
-def sync_canary(spec: Any, store: PolicyStore) -> bool:
-    """Serve the store's canary beside the deployed version, or none if it records none;
-    True if that changed what ``spec`` serves. A specialist that cannot serve a canary
-    (``set_canary``) is left alone."""
-    set_canary = getattr(spec, "set_canary", None)
-    if set_canary is None:
-        return False
-    want = store.canary()
-    have = spec.canary
-    if want is None or want["version"] == store.deployed():
-        if have is None:
-            return False
-        set_canary(None)
-        return True
-    if have is not None and (int(have.version), have.share) == (want["version"], want["share"]):
-        return False
-    from specialists.tab.policy import TabPolicy
-
-    set_canary(TabPolicy.load(store.path(want["version"])), want["share"])
-    return True

@@ -1,0 +1,1 @@
+"""The CLI's subcommands, one module per group, each with ``register(subparsers)``."""
