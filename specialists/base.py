@@ -40,6 +40,7 @@ __all__ = [
     "ConflictError",
     "HasWorkers",
     "HoldsPolicy",
+    "LearnsOutcomes",
     "ReportsSwaps",
     "Rooted",
     "Swappable",
@@ -249,8 +250,17 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class LearnsOutcomes(Protocol):
+    """Keeps what became of what it showed (the feedback on a request id) for its own
+    features: the Tab specialist's per-session history (``specialists.tab.personal``).
+    False: not a request this process answered."""
+
+    def record_outcome(self, request_id: str, outcome: str, chars_accepted: int | None = None) -> bool: ...
+
+
 CAPABILITIES: tuple[type, ...] = (AnswersAsync, Batched, HasWorkers, Swappable, HoldsPolicy,
-                                  Canaries, ReportsSwaps, WaitsReady, Rooted, Closable)
+                                  Canaries, ReportsSwaps, WaitsReady, Rooted, Closable, LearnsOutcomes)
 
 
 def capabilities(spec: Any) -> frozenset[type]:

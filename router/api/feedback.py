@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from router.api.chat import parse_json_body, validation_error
 from router.api.jsonbody import json_int
 from router.errors import ComplementError, Unavailable, from_specialist
-from specialists.base import SpecialistError
+from specialists.base import LearnsOutcomes, SpecialistError, capabilities
 from specialists.tab.events import EventStore, Feedback
 
 __all__ = ["router"]
@@ -101,7 +101,7 @@ def _tell_tab(request: Request, items: list[FeedbackItem], results: list[dict[st
     ``specialists.tab.personal``), which remembers what it showed to whom."""
     registry = getattr(request.app.state, "registry", None)
     spec = registry.find("tab") if registry is not None else None
-    if spec is None or not hasattr(spec, "record_outcome"):
+    if spec is None or LearnsOutcomes not in capabilities(spec):
         return
     for item, result in zip(items, results):
         if result.get("status") == "recorded":

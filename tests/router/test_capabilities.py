@@ -10,7 +10,7 @@ from pathlib import Path
 from router.registry import Registry
 from specialists.apply.specialist import ApplySpecialist
 from specialists.base import (AnswersAsync, Batched, Canaries, Closable, HasWorkers, HoldsPolicy,
-                              Rooted, Swappable, WaitsReady, capabilities)
+                              LearnsOutcomes, Rooted, Swappable, WaitsReady, capabilities)
 from specialists.tab import TabSpecialist
 from retrieval.specialist import RetrievalSpecialist
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_shipped_specialists_offer_what_they_implement() -> None:
     assert capabilities(TabSpecialist()) == {Batched, HasWorkers, Swappable, HoldsPolicy,
-                                             Canaries, Closable}
+                                             Canaries, Closable, LearnsOutcomes}
     assert capabilities(ApplySpecialist()) == frozenset()
     assert capabilities(RetrievalSpecialist()) == {WaitsReady, Rooted}
     assert AnswersAsync not in capabilities(TabSpecialist())
