@@ -656,6 +656,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
             ax.grid(alpha=0.3)
         axes[0][j].legend(fontsize=7)
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
 
@@ -728,7 +729,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warm-only", action="store_true", help="compute the observations of both histories, then stop")
     p.add_argument("--out", default="benchmarks/out/loop_learn.json")
-    p.add_argument("--curve", default="benchmarks/loop_learn_curve.png")
+    p.add_argument("--curve", default="benchmarks/out/loop_learn_curve.png",
+                   help="where the learning curve is drawn (the tracked PNGs are named with --curve)")
     args = p.parse_args(argv)
     args.starts = [s for s in args.start.split(",") if s]
     learners = [s for s in args.learner.split(",") if s]
