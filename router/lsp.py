@@ -277,6 +277,8 @@ def build_server(backend: Backend) -> LanguageServer:
                    "language": language_of(uri), "path": uri,
                    "session": doc.session or f"{uri}#0",
                    "seq": document.version or 0, "recent_edits": list(doc.edits)}
+        if server.workspace.root_uri:  # the project: its history is kept apart (issue 35)
+            payload["project"] = server.workspace.root_uri[-200:]
         answer = await asyncio.get_running_loop().run_in_executor(None, backend.suggest,
                                                                   payload)
         suggestion = answer.get("suggestion")

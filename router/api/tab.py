@@ -62,6 +62,11 @@ class TabBody(BaseModel):
     session: str | None = Field(default=None, max_length=200,
                                 description="Editor/document id: a newer 'seq' cancels older pending "
                                             "requests; during a canary it keeps to one version.")
+    project: str | None = Field(default=None, max_length=200,
+                                description="The repository or workspace the document is in: the "
+                                            "server keeps what it showed and what was kept per "
+                                            "project as well as per session, and the policy reads "
+                                            "both (issue 35). Unset: one history for every project.")
     explain: bool = Field(default=False,
                           description="Also answer why: the candidates weighed, the policy's most "
                                       "likely actions with their probabilities, its version, and "
