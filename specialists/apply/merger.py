@@ -68,9 +68,11 @@ class Merger(Reading):
         self.faithful = faithful_indentation(self)
         return self.fixed()
 
-    def merge_dp(self, costs: _align.Costs | None = None) -> tuple[list[str], list[int]]:
-        """Anchor by the global alignment (``align``) and assemble; abstain when the earliest
-        and the latest optimal alignments give different files."""
+    def global_alignments(self, costs: _align.Costs | None = None
+                          ) -> tuple[_align.Alignment, _align.Alignment]:
+        """The global alignment's earliest and latest optimal readings (``align``), with
+        this reading's shift set for them; abstains when a remove comment names code the
+        original lacks or the sketch cannot be aligned at all."""
         sk = self.sk
         pairs = unique_pairs(self)
         # With no unique line, the shift the piecewise reading found from its placed lines
@@ -85,10 +87,16 @@ class Merger(Reading):
                                   sk.span(j, j))
                 removes[j] = found
         try:
-            early, late = _align.align(self.ok, self.owidth, sk.keys, sk.kinds, sk.widths,
-                                       self.shift, removes, weak, costs)
+            return _align.align(self.ok, self.owidth, sk.keys, sk.kinds, sk.widths,
+                                self.shift, removes, weak, costs)
         except ValueError:
             raise Abstain("the sketch cannot be read against the original") from None
+
+    def merge_dp(self, costs: _align.Costs | None = None) -> tuple[list[str], list[int]]:
+        """Anchor by the global alignment (``align``) and assemble; abstain when the earliest
+        and the latest optimal alignments give different files."""
+        sk = self.sk
+        early, late = self.global_alignments(costs)
         self.check_deletions = False
         results = []
         for al in (early, late):

@@ -27,10 +27,9 @@ from typing import Callable
 
 from specialists.apply import align as _align
 from specialists.apply import checks
-from specialists.apply.anchoring import estimate_shift, faithful_indentation, unique_pairs, weak
-from specialists.apply.deletions import remove_candidates
+from specialists.apply.anchoring import faithful_indentation
 from specialists.apply.languages import definition_name
-from specialists.apply.markers import LineKind, MarkerInfo
+from specialists.apply.markers import LineKind
 from specialists.apply.merge import _sketch_ends_file, _strip_fences
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
@@ -222,21 +221,11 @@ def _dp(merger: Merger, costs: _align.Costs | None = None, names: tuple[str, str
     (-1 when it has no reading)."""
     sk = merger.sk
     other = merger.fork()
-    pairs = unique_pairs(other)
-    other.shift = estimate_shift(other, pairs) if pairs else other.shift_hint
-    removes: dict[int, list[tuple[int, int]]] = {}
-    for j, kind in enumerate(sk.kinds):
-        if kind == LineKind.REMOVE:
-            found = remove_candidates(other, sk.infos[j] or MarkerInfo())
-            if not found:
-                return [], -1.0
-            removes[j] = found
     if len(sk.keys) * (len(other.ok) + 1) > _align.MAX_CELLS:
         return [], -1.0
     try:
-        early, late = _align.align(other.ok, other.owidth, sk.keys, sk.kinds, sk.widths,
-                                   other.shift, removes, weak, costs)
-    except ValueError:
+        early, late = other.global_alignments(costs)
+    except Abstain:
         return [], -1.0
     out = []
     pairs_of = ((names[0], early), (names[1], late)) if late is not early else ((names[0], early),)
