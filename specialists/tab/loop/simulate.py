@@ -126,7 +126,7 @@ class _User:
         session = Session(pair, reward=self.reward, ask_after_edit=True, person=self.person)
         seq = 0
         while (req := session.next_request()) is not None:
-            if self.person is not None and self.person.off_left > 0:
+            if session.tab_off:
                 session.respond(None)  # Tab is off: the editor asks nothing (the person counts down)
                 with self.lock:
                     self.stats.tab_off += 1
