@@ -98,6 +98,11 @@ class Search:
     piecewise_failed: bool = False  # the piecewise reading itself abstained
     dp_split: bool = False  # the global reading's earliest and latest optima give two files
     dp_cost: float = -1.0  # the global reading's optimal cost per sketch line (-1: none)
+    # Where the rules answered: the other files the readings give that pass every check and
+    # differ from the rules' answer beyond whitespace (a sketch that reads two clean ways),
+    # and whether no reading gives the rules' answer at all.
+    alternatives: int = 0
+    rules_unread: bool = False
 
 
 def reason_family(reason: str | None) -> str | None:
@@ -159,7 +164,7 @@ CANDIDATE_FEATURES = (
     + ("fuzzy", "blank_guesses", "log_deleted_by_context", "deleted_by_remove", "matched",
        "unfaithful", "searched", "log_deleted", "log_inserted", "inserted_over_new",
        "inserted_under_new", "piecewise_failed", "dp_split", "log_inserted_known",
-       "deleted_definitions", "log_dp_cost", "no_dp")
+       "deleted_definitions", "log_dp_cost", "no_dp", "log_alternatives", "rules_unread")
     + tuple(f"reason_{name}" for name, _ in REASONS) + ("reason_other",)
 )
 # Stage A: the rules applied (one candidate, no search); stage B: they abstained.
@@ -182,7 +187,7 @@ def features(cand: Candidate, found: Search, n_readings: int) -> list[float]:
             math.log1p(max(found.sketch_new - cand.inserted, 0)), float(found.piecewise_failed),
             float(found.dp_split), math.log1p(cand.inserted_known),
             float(cand.deleted_definitions > 0), math.log1p(max(found.dp_cost, 0.0)),
-            float(found.dp_cost < 0)]
+            float(found.dp_cost < 0), math.log1p(found.alternatives), float(found.rules_unread)]
     row += [float(family == name) for name, _ in REASONS] + [float(family == "other")]
     block = [1.0] + found.sketch + row
     zeros = [0.0] * len(block)
@@ -249,22 +254,51 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
            rules_stats: dict[str, int] | None = None) -> Search:
     """Every reading of ``sketch`` against ``original`` (the rules' answer ``rules_text`` or
     their abstain ``rules_reason`` given), one ``Candidate`` per distinct file, features
-    not yet written (``features``). With the rules' answer given no other reading is run:
-    the rules already cross-checked it against the global reading."""
+    not yet written (``features``). With the rules' answer given it is the one candidate
+    (the rules already cross-checked it against the global reading); the other readings are
+    run only to count the clean files they give that differ from it beyond whitespace
+    (``Search.alternatives``): a sketch that reads two clean ways is one whose lines do not
+    say which, and the rules' answer to it is the one most often wrong."""
     olines = split_lines(original)
     slines = split_lines(_strip_fences(sketch))
     sk = SketchLines(slines, set(olines.keys), language)
     found = Search([], sketch_features(olines, sk), rules_text is not None, rules_reason)
     if rules_text is not None:
         st = rules_stats or {}
-        found.candidates.append(Candidate(
+        rules = Candidate(
             rules_text, ["rules"], rules=True, fuzzy=st.get("fuzzy_placements", 0),
             blank_guesses=st.get("blank_guesses", 0),
             deleted_by_context=st.get("deleted_by_context", 0),
-            deleted_by_remove=st.get("deleted_by_remove", 0), matched=1.0))
+            deleted_by_remove=st.get("deleted_by_remove", 0), matched=1.0)
+        # every other reading, for one question: does the sketch read to another clean file?
+        others = _candidates(found, olines, slines, sk, language, options)
+        want = _normalised(rules_text)
+        found.alternatives = sum(1 for c in others
+                                 if not c.failed and _normalised(c.text) != want)
+        found.rules_unread = all(c.text != rules_text for c in others)
+        found.dp_split = found.piecewise_failed = False
+        found.dp_cost = -1.0
+        found.candidates = [rules]
         return found
+    found.candidates = _candidates(found, olines, slines, sk, language, options)
+    texts = {c.text: [line for line in c.text.split("\n") if line.strip()]
+             for c in found.candidates}
+    for cand in found.candidates:
+        cand.blank_only = any(texts[o.text] == texts[cand.text] for o in found.candidates
+                              if o is not cand)
+    return found
+
+
+def _normalised(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.split("\n") if line.strip()]
+
+
+def _candidates(found: Search, olines: Lines, slines: Lines, sk: SketchLines,
+                language: str | None, options: ApplyOptions) -> list[Candidate]:
+    """Every reading the merger can make, one ``Candidate`` per distinct file that changes
+    the original (``found``'s reading facts written on the way)."""
     if not any(k for j, k in enumerate(sk.keys) if sk.kinds[j] == LineKind.CODE):
-        return found
+        return []
     readings: list[tuple[str, Merger, list[str], list[int]]] = []
     base = Merger(olines, sk, language, options)
     try:
@@ -327,10 +361,4 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
                 if k and i not in kept and definition_name(k, language) is not None)
             by_text[text] = cand
         cand.readings.append(name)
-    found.candidates = list(by_text.values())
-    texts = {c.text: [line for line in c.text.split("\n") if line.strip()]
-             for c in found.candidates}
-    for cand in found.candidates:
-        cand.blank_only = any(texts[o.text] == texts[cand.text] for o in found.candidates
-                              if o is not cand)
-    return found
+    return list(by_text.values())

@@ -151,3 +151,41 @@ def test_the_specialist_config_switches_the_search_on() -> None:
     assert on.apply_options.reading_search and on.apply_options.scorer_threshold == 0.9
     with pytest.raises(OptionsError, match="scorer_threshold"):
         ApplySpecialist(reading_search=True, scorer_threshold=1.5)
+
+
+# A test module whose edit is shown with no marker above it: the rules keep the import above
+# (the first marker left out), the reading with no first marker read as the file's start
+# deletes it, and both files pass every check (issue 36, the rules' answer with a clean
+# alternative).
+CODES = ("import httpx\n\n\ndef test_as_int():\n    assert httpx.codes.NOT_FOUND == 404\n"
+         "    assert str(httpx.codes.NOT_FOUND) == \"404\"\n\n\ndef test_lookup():\n"
+         "    assert httpx.codes(404) == 404\n")
+CODES_EDIT = ("\ndef test_as_int():\n    # mypy does not know IntEnum members are ints\n"
+              "    assert httpx.codes.NOT_FOUND == 404  # type: ignore\n"
+              "    assert str(httpx.codes.NOT_FOUND) == \"404\"\n\n# ...\n")
+
+
+def test_a_rules_answer_the_sketch_also_reads_to_another_clean_file_counts_it() -> None:
+    rules = apply_sketch(CODES, CODES_EDIT, "python")
+    assert rules.applied and rules.merged is not None and rules.merged.startswith("import httpx")
+    found = search(CODES, CODES_EDIT, "python", ApplyOptions(), rules.merged, None, rules.stats)
+    assert [c.text for c in found.candidates] == [rules.merged]  # still the one candidate
+    assert found.alternatives >= 1 and not found.rules_unread
+    row = features(found.candidates[0], found, 1)
+    assert row[FEATURES.index("a_log_alternatives")] > 0
+    # the same edit under a leading marker reads one way only
+    marked = "# ... existing code ...\n" + CODES_EDIT
+    again = apply_sketch(CODES, marked, "python")
+    assert again.applied and again.merged == rules.merged
+    one = search(CODES, marked, "python", ApplyOptions(), again.merged, None, again.stats)
+    assert one.alternatives == 0
+    assert features(one.candidates[0], one, 1)[FEATURES.index("a_log_alternatives")] == 0.0
+
+
+def test_the_shipped_score_trusts_a_rules_answer_less_when_another_clean_reading_exists() -> None:
+    rules = apply_sketch(CODES, CODES_EDIT, "python")
+    found = search(CODES, CODES_EDIT, "python", ApplyOptions(), rules.merged, None, rules.stats)
+    _, with_alternative = choose(found, default_scorer())
+    found.alternatives = 0
+    _, without = choose(found, default_scorer())
+    assert with_alternative < without
