@@ -15,6 +15,10 @@ block literal); with no first marker read as starting the file (``head_deletes``
 last marker as ending it (``tail_deletes``); the global alignment's earliest and latest
 optimal readings (``align``). Each is kept only when it changes the file.
 
+Where the rules answered, their answer is the one candidate, but the other readings are
+still run to count the clean files they give that differ from it (``Search.alternatives``):
+a sketch that reads to two clean files does not say which one its writer meant.
+
 Imports run one way: sketch → alignment (``merger``, ``align``) → this search → ``scorer``
 → ``applier``; nothing here imports ``scorer`` or ``applier``.
 """
