@@ -309,13 +309,20 @@ class TabPolicy:
         acts = np.concatenate([o.actions for o in obs_list if len(o.rows)] or
                               [np.zeros((1, self.config.n_action), np.float32)])
         mean, std = states.mean(0), states.std(0) + 1e-3
-        flat = np.arange(len(mean)) >= len(STATE_FEATURES)
-        flat &= states.std(0) < 1e-6  # personal inputs not yet seen vary: unscaled, not blown up
-        mean[flat], std[flat] = 0.0, 1.0
+        # A feature that does not vary here is left unscaled (std 1), not divided by the floor:
+        # the pass that fits the scales may show nothing (complement tab train), so the last
+        # outcome reads "none" throughout, and a 1 later ("accepted", "rejected") became 1,000,
+        # which saturated every unit of the state layer whenever it came (issue 35). Personal
+        # inputs not yet seen are also left uncentred (their weights start at zero).
+        flat = states.std(0) < 1e-6
+        std[flat] = 1.0
+        mean[flat & (np.arange(len(mean)) >= len(STATE_FEATURES))] = 0.0
+        a_std = acts.std(0)
+        a_std = np.where(a_std < 1e-6, 1.0, a_std + 1e-3)
         self.net.s_mean.copy_(torch.from_numpy(mean.astype(np.float32)))
         self.net.s_std.copy_(torch.from_numpy(std.astype(np.float32)))
         self.net.a_mean.copy_(torch.from_numpy(acts.mean(0)))
-        self.net.a_std.copy_(torch.from_numpy(acts.std(0) + 1e-3))
+        self.net.a_std.copy_(torch.from_numpy(a_std.astype(np.float32)))
 
     def train_step(self, samples: Sequence[Sample]) -> dict[str, float]:
         """One REINFORCE-with-baseline update on the current version's samples; bumps the version.
