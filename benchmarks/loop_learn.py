@@ -20,7 +20,12 @@ Per seed, start and learner, turn 0 deploys the start; each turn then
    same on ``--stale-events-per-turn`` new events plus those of the last
    ``--max-staleness`` versions, importance-weighted towards the current policy and clipped
    at ``--is-clip``; ``bandit`` — LinUCB (``specialists.tab.loop.bandit``) over the same
-   features and actions, refitted on every event so far, greedy when measured.
+   features and actions, refitted on every event so far, greedy when measured; ``ppo_q`` —
+   ``ppo`` with that same ridge regression of reward as a control variate
+   (``ppo_update(q_values=...)``): fitted on every earlier turn's events and, cross-fitted,
+   the other half of this turn's (``cross_fitted_values``), it estimates the reward of every
+   action of each request, so the update reaches the actions the policy seldom samples
+   while the gradient stays unbiased (``--q-ridge``: its ridge).
 
 Starts: ``shipped`` — the checkpoint's policy; ``always_show`` — a supervised head (same
 network, fresh weights) fitted by cross-entropy to the ensemble default's line (the longest
@@ -427,7 +432,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     every version after the first is then observed afresh (:class:`FreshCache`)."""
     import torch
 
-    from specialists.tab.loop.bandit import LinUCB
+    from specialists.tab.loop.bandit import LinUCB, cross_fitted_values
     from specialists.tab.policy import PPOConfig, Sample
 
     torch.manual_seed(seed)
@@ -446,6 +451,9 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     policy._gen = torch.Generator().manual_seed(seed)
     version0 = policy.version
     bandit = LinUCB.like(policy, alpha=args.alpha, reward_none=reward.none) if learner == "bandit" else None
+    # ppo_q: the regression of reward on the same features, every event so far (the control variate)
+    q_model = LinUCB.like(policy, alpha=0.0, ridge=args.q_ridge, reward_none=reward.none) \
+        if learner == "ppo_q" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -512,7 +520,12 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             samples = [Sample(s.obs, Action(index=s.index, logprob=s.logprob, version=s.version),
                               s.outcome.reward) for s in batch]
             kept = (kept + [samples])[-(ppo.max_staleness + 1):]
-            stats = policy.ppo_update([x for part in kept for x in part], ppo)
+            q_values = None
+            if q_model is not None:  # each estimate from a model that did not see its event
+                examples = [(s.obs, s.index, s.outcome.reward) for s in batch]
+                q_values = cross_fitted_values(q_model, examples)
+                q_model.update(examples)
+            stats = policy.ppo_update([x for part in kept for x in part], ppo, q_values=q_values)
             for k in ("kl", "grad_norm", "clip_frac", "entropy", "epochs", "is_weight", "is_clipped"):
                 row[k] = round(stats[f"tab/{k}"], 5)
             row["trained_on"] = sum(len(p) for p in kept)
@@ -555,27 +568,30 @@ def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
 
     done: dict[str, Any] = {}
     for start in args.starts:
-        ppo_runs = {k: v for k, v in rises.items() if k.startswith(f"{start}/ppo/")}
-        if ppo_runs:
-            done[f"1_rise_{start}"] = all(v["passes"] for v in ppo_runs.values()) and len(ppo_runs) >= 3 \
-                and args.turns >= 6
-        ppo, bandit, stale = mean_curve(start, "ppo"), mean_curve(start, "bandit"), mean_curve(start, "ppo_stale")
-        if ppo and bandit:
-            done[f"2_ppo_minus_bandit_last_{start}"] = round(ppo[-1] - bandit[-1], 5)
-            done[f"2_ppo_beats_bandit_{start}"] = ppo[-1] > bandit[-1]
-            # per seed: PPO's last version against the bandit's, each measured on the same edits
-            # and people (pooled per-request SE, as the rise's bar)
-            per_seed = {}
-            for (s0, lrn, seed), rs in runs.items():
-                other = runs.get((s0, "bandit", seed))
-                if s0 == start and lrn == "ppo" and other:
-                    a, b = rs[-1], other[-1]
-                    per_seed[f"seed{seed}"] = {"ppo": a["reward"], "bandit": b["reward"],
-                                               "diff": round(a["reward"] - b["reward"], 5),
-                                               "pooled_se": round(math.sqrt(a["se"] ** 2 + b["se"] ** 2), 5)}
-            done[f"2_ppo_vs_bandit_per_seed_{start}"] = per_seed
-        if ppo:  # the frozen checkpoint is turn 0 (every measurement meets the same people)
-            done[f"4_ppo_last_minus_frozen_{start}"] = round(ppo[-1] - ppo[0], 5)
+        for pg in ("ppo", "ppo_q"):  # the policy-gradient learners; ppo_q's keys name it
+            tag = "" if pg == "ppo" else f"_{pg}"
+            pg_runs = {k: v for k, v in rises.items() if k.startswith(f"{start}/{pg}/")}
+            if pg_runs:
+                done[f"1_rise_{start}{tag}"] = all(v["passes"] for v in pg_runs.values()) and len(pg_runs) >= 3 \
+                    and args.turns >= 6
+            curve, bandit = mean_curve(start, pg), mean_curve(start, "bandit")
+            if curve and bandit:
+                done[f"2_{pg}_minus_bandit_last_{start}"] = round(curve[-1] - bandit[-1], 5)
+                done[f"2_{pg}_beats_bandit_{start}"] = curve[-1] > bandit[-1]
+                # per seed: the learner's last version against the bandit's, each measured on the
+                # same edits and people (pooled per-request SE, as the rise's bar)
+                per_seed = {}
+                for (s0, lrn, seed), rs in runs.items():
+                    other = runs.get((s0, "bandit", seed))
+                    if s0 == start and lrn == pg and other:
+                        a, b = rs[-1], other[-1]
+                        per_seed[f"seed{seed}"] = {pg: a["reward"], "bandit": b["reward"],
+                                                   "diff": round(a["reward"] - b["reward"], 5),
+                                                   "pooled_se": round(math.sqrt(a["se"] ** 2 + b["se"] ** 2), 5)}
+                done[f"2_{pg}_vs_bandit_per_seed_{start}"] = per_seed
+            if curve:  # the frozen checkpoint is turn 0 (every measurement meets the same people)
+                done[f"4_{pg}_last_minus_frozen_{start}"] = round(curve[-1] - curve[0], 5)
+        ppo, stale = mean_curve(start, "ppo"), mean_curve(start, "ppo_stale")
         if ppo and stale:
             target = ppo[-1]
 
@@ -628,7 +644,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, len(starts), figsize=(5.2 * len(starts), 6.4), dpi=80, squeeze=False)
-    colors = {"ppo": "C0", "ppo_stale": "C2", "bandit": "C3"}
+    colors = {"ppo": "C0", "ppo_stale": "C2", "ppo_q": "C1", "bandit": "C3"}
     for j, start in enumerate(starts):
         for learner in learners:
             seeds = sorted({r["seed"] for r in rows if r["start"] == start and r["learner"] == learner})
@@ -692,6 +708,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2)
     p.add_argument("--is-clip", type=float, default=1.0)
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--q-ridge", type=float, default=1.0,
+                   help="ppo_q: the ridge of its regression of reward (the control variate)")
     p.add_argument("--bc-projects", default="train", help="projects the always-show start is fitted on")
     p.add_argument("--bc-per-project", type=int, default=20)
     p.add_argument("--bc-steps", type=int, default=400)
@@ -826,7 +844,7 @@ def main(argv: list[str] | None = None) -> dict:
                 raise SystemExit(f"unknown start {start_name!r}: shipped or always_show")
             args._start = start_name
             for learner in learners:
-                if learner not in ("ppo", "ppo_stale", "bandit"):
+                if learner not in ("ppo", "ppo_stale", "ppo_q", "bandit"):
                     raise SystemExit(f"unknown learner {learner!r}")
                 for variant in lm_variants:
                     rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log,

@@ -251,6 +251,9 @@ def register(subparsers: Any) -> None:
              "max_staleness": "--simulate: also train on the last N ancestor versions' events, "
                               "importance-weighted (default 0: on-policy only)",
              "is_clip": "--simulate: clip of a stale event's importance weight (default 1.0)",
+             "q_model": "--simulate: train with a ridge regression of reward over the lineage's "
+                        "events as the update's control variate: it reaches actions the policy "
+                        "seldom draws (default off)",
              "population": "--simulate: a population file (configs/users/*.yaml): the simulated "
                            "users are its people and the gate replays with them (default: the "
                            "config's loop.population, else oracles, who accept exactly the "
@@ -267,6 +270,10 @@ def register(subparsers: Any) -> None:
 
             p.add_argument("--reward", dest="reward", choices=REWARDS, default=None,
                            help=helps["reward"])
+            continue
+        if isinstance(default, bool):
+            p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, default=default,
+                           action=argparse.BooleanOptionalAction, help=helps[f.name])
             continue
         if f.name in ("turns", "gate_margin"):  # each mode has its own default
             p.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=kind,

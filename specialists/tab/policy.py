@@ -17,6 +17,15 @@ version's samples; ``max_staleness > 0`` admits those of the last few versions, 
 corrected towards the current policy by its importance weight, clipped at ``is_clip`` (the
 "decoupled" PPO objective of Hilton et al., 2021: the proximal policy is the current
 version, the behaviour policy the one that logged the sample).
+
+Given ``q_values`` — a reward estimate for *every* action of each sample's request, from a
+model that did not see that sample (:func:`specialists.tab.loop.bandit.cross_fitted_values`)
+— the update uses it as a control variate (the doubly robust estimator of contextual
+bandits, Dudík et al., 2011; Q-Prop, Gu et al., 2017): the sampled action's advantage is its
+reward minus the model's estimate for it, and a second term moves every action of the
+request by the model's estimate against the request's mean under the policy. The gradient
+stays unbiased whatever the model's errors; what the model gets right reaches actions the
+policy seldom samples, which a sampled-action gradient alone moves only by ~ε a batch.
 """
 
 from __future__ import annotations
@@ -300,13 +309,20 @@ class TabPolicy:
         acts = np.concatenate([o.actions for o in obs_list if len(o.rows)] or
                               [np.zeros((1, self.config.n_action), np.float32)])
         mean, std = states.mean(0), states.std(0) + 1e-3
-        flat = np.arange(len(mean)) >= len(STATE_FEATURES)
-        flat &= states.std(0) < 1e-6  # personal inputs not yet seen vary: unscaled, not blown up
-        mean[flat], std[flat] = 0.0, 1.0
+        # A feature that does not vary here is left unscaled (std 1), not divided by the floor:
+        # the pass that fits the scales may show nothing (complement tab train), so the last
+        # outcome reads "none" throughout, and a 1 later ("accepted", "rejected") became 1,000,
+        # which saturated every unit of the state layer whenever it came (issue 35). Personal
+        # inputs not yet seen are also left uncentred (their weights start at zero).
+        flat = states.std(0) < 1e-6
+        std[flat] = 1.0
+        mean[flat & (np.arange(len(mean)) >= len(STATE_FEATURES))] = 0.0
+        a_std = acts.std(0)
+        a_std = np.where(a_std < 1e-6, 1.0, a_std + 1e-3)
         self.net.s_mean.copy_(torch.from_numpy(mean.astype(np.float32)))
         self.net.s_std.copy_(torch.from_numpy(std.astype(np.float32)))
         self.net.a_mean.copy_(torch.from_numpy(acts.mean(0)))
-        self.net.a_std.copy_(torch.from_numpy(acts.std(0) + 1e-3))
+        self.net.a_std.copy_(torch.from_numpy(a_std.astype(np.float32)))
 
     def train_step(self, samples: Sequence[Sample]) -> dict[str, float]:
         """One REINFORCE-with-baseline update on the current version's samples; bumps the version.
@@ -360,8 +376,15 @@ class TabPolicy:
         return math.sqrt(var) + 1e-6
 
     def ppo_update(self, samples: Sequence[Sample], ppo: PPOConfig | None = None,
-                   versions: set[int] | None = None) -> dict[str, float]:
+                   versions: set[int] | None = None, q_values: Sequence[Any] | None = None) -> dict[str, float]:
         """PPO-clip on one batch, several epochs, KL-guarded; bumps the version.
+
+        ``q_values`` (optional): per sample, the estimated reward of each of its request's
+        actions, indexed as :attr:`Action.index` (entry 0 "show nothing", then one per action
+        row), from a model fitted without that sample's reward. The sampled action's advantage
+        becomes reward − its estimate, and every action of the request is also pushed by its
+        estimate minus their mean under the version that drew the batch (the module's
+        docstring); both scaled as the advantages are.
 
         Samples must come from this version, or (``ppo.max_staleness`` > 0) from at most that
         many versions back — ``versions``, when given, names them (the live loop's numbers
@@ -378,6 +401,14 @@ class TabPolicy:
         ppo = ppo or PPOConfig()
         if not samples:
             raise ValueError("no samples")
+        if q_values is not None:
+            if len(q_values) != len(samples):
+                raise ValueError(f"q_values: {len(q_values)} rows for {len(samples)} samples; give one per sample")
+            wrong = [i for i, (s, q) in enumerate(zip(samples, q_values)) if len(q) != 1 + len(s.obs.rows)]
+            if wrong:
+                i = wrong[0]
+                raise ValueError(f"q_values[{i}] has {len(q_values[i])} estimates for {1 + len(samples[i].obs.rows)} "
+                                 f"actions (show nothing, then each action row); {len(wrong)} rows are wrong")
         lo = self.version - max(0, ppo.max_staleness)
         if versions is None or not ppo.max_staleness:
             versions = set(range(lo, self.version + 1)) if ppo.max_staleness else {self.version}
@@ -405,8 +436,16 @@ class TabPolicy:
             raw_w = torch.where(stale, (logp0 - behaviour).exp(), torch.ones_like(logp0))
             weight = raw_w.clamp(max=ppo.is_clip) if ppo.max_staleness else raw_w
             adv = rewards - value0
-            if self.config.normalize_advantages:
-                adv = adv / self._adv_scale(adv)
+            scale = self._adv_scale(adv) if self.config.normalize_advantages else 1.0
+            adv = adv / scale
+            all_adv = None  # (B, 1 + A): every action's estimated advantage (with q_values)
+            if q_values is not None:
+                q = torch.zeros_like(logits0)
+                for b, row in enumerate(q_values):
+                    q[b, : len(row)] = torch.as_tensor(row, dtype=torch.float32)
+                q_taken = q.gather(1, idx[:, None]).squeeze(1)
+                adv = (rewards - q_taken) / scale
+                all_adv = (q - (p0 * q).sum(1, keepdim=True)) / scale
 
         def kl_to_previous(logp_all: Any, rows: Any) -> Any:
             """Exact KL(previous ‖ current) over the actions, averaged over the states."""
@@ -434,8 +473,10 @@ class TabPolicy:
                 a, w = adv[rows], weight[rows]
                 surrogate = torch.min(ratio * a, ratio.clamp(1 - ppo.clip, 1 + ppo.clip) * a)
                 pg_loss = -(w * surrogate).mean()
-                v_loss = 0.5 * (w * (value - rewards[rows]) ** 2).mean()
                 p = logp_all.exp()
+                if all_adv is not None:  # every action of the request, by the model's estimate
+                    pg_loss = pg_loss - (w * (p * all_adv[rows]).sum(-1)).mean()
+                v_loss = 0.5 * (w * (value - rewards[rows]) ** 2).mean()
                 entropy = -(p * torch.where(p > 0, logp_all, torch.zeros_like(logp_all))).sum(-1).mean()
                 loss = pg_loss + self.config.vf_coef * v_loss - self.config.ent_coef * entropy
                 self.opt.zero_grad()

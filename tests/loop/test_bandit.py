@@ -32,3 +32,28 @@ def test_linucb_learns_which_action_pays_and_when_to_stay_silent() -> None:
     silent.update([(obs, i + 1, -0.25) for i in range(len(obs.rows)) for _ in range(5)])
     assert silent.choose(obs, explore=False).index == 0
     assert silent.update([(obs, 0, 0.0)]) == 0  # "nothing" teaches nothing: its reward is known
+
+
+def test_cross_fitted_values_never_see_their_own_reward() -> None:
+    from specialists.tab.loop.bandit import cross_fitted_values
+
+    obs = _obs()
+    policy = TabPolicy(PolicyConfig())
+    policy.fit_normalizer([obs])
+    model = LinUCB.like(policy, alpha=0.0, reward_none=0.1)
+    model.update([(obs, 1, 0.5)])  # what it saw before
+    theta = model.theta.copy()
+    examples = [(obs, 1 + i % len(obs.rows), 0.2 * i) for i in range(6)]
+    values = cross_fitted_values(model, examples)
+    assert len(values) == 6 and all(len(v) == 1 + len(obs.rows) and v[0] == 0.1 for v in values)
+    assert (model.theta == theta).all() and model.n == 1  # the model is left as it was
+    changed = list(examples)
+    changed[0] = (obs, examples[0][1], 9.0)  # example 0 (fold 0) pays far more
+    again = cross_fitted_values(model, changed)
+    assert (again[0] == values[0]).all() and (again[2] == values[2]).all()  # fold 0: blind to it
+    assert not (again[1] == values[1]).all()  # fold 1 was fitted with it
+    # and the estimate is the regression's: an action that paid reads higher than one that cost
+    fitted = LinUCB.like(policy, alpha=0.0)
+    fitted.update([(obs, 1, 1.0), (obs, 2, -1.0)] * 10)
+    v = fitted.values(obs)
+    assert v[1] > 0.2 and v[2] < -0.2

@@ -76,3 +76,32 @@ def test_stale_reuse_takes_the_window_and_refuses_older(lineage) -> None:
     assert store.lineage(report.version)["stale_used"] == 6
     wide = train_from_events(events, store, ppo=PPOConfig(max_staleness=2))
     assert wide.stale_used == 12 and wide.off_policy_refused == 2
+
+
+def test_the_reward_regression_is_fitted_on_the_lineage_and_changes_the_update(lineage) -> None:
+    """q_model: the regression reads every shown event of the deployed version's lineage
+    (versions 1 and 2 beside 3's own; never the unrelated 99) and moves the update; the
+    events trained on are still version 3's alone."""
+    events, store, _ = lineage
+    shown = {v: sum(1 for e in events.labelled(str(v)) if e.credited and int(e.action) > 0) for v in (1, 2, 3)}
+    plain = train_from_events(events, store)
+    store.set_deployed(3)
+    with_q = train_from_events(events, store, q_model=True)
+    assert with_q.parent == 3 and with_q.events_used == 6 and with_q.stale_used == 0
+    assert with_q.stats["tab/q_events"] == shown[1] + shown[2] + shown[3]
+    assert "tab/q_events" not in plain.stats
+    a, b = TabPolicy.load(store.path(plain.version)), TabPolicy.load(store.path(with_q.version))
+    obs = observe(TabRequest(file=FILE, cursor=len(FILE), language="python"))
+    assert a.logprobs([obs], [1]) != b.logprobs([obs], [1])
+
+
+def test_loop_cli_takes_q_model() -> None:
+    import argparse
+
+    from router.commands.loop import register
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    p = sub.choices["loop"]
+    assert p.parse_args(["--q-model"]).q_model is True
+    assert p.parse_args([]).q_model is False

@@ -113,3 +113,29 @@ def test_acting_in_numpy_equals_the_torch_head_before_and_after_an_update() -> N
     same()
     assert not np.allclose(before[np.isfinite(before)],
                            policy._head_numpy(*policy._arrays(obs_list))[0][np.isfinite(before)])
+
+
+def test_a_feature_constant_when_the_scales_are_fitted_is_not_blown_up() -> None:
+    """complement tab train fits the scales on a pass that shows nothing, where the last
+    outcome is never "accepted": that input must not later arrive as (1 − 0) / 0.001 and
+    saturate the state layer (issue 35: the shipped head's 64 units all sat at ±1 after
+    every shown suggestion)."""
+    import numpy as np
+    import torch
+
+    from specialists.tab.policy import POLICY_STATE
+
+    obs = _obs()
+    policy = TabPolicy(PolicyConfig(), seed=0)
+    policy.fit_normalizer([obs, observe(TabRequest(file="zzz", cursor=3, language="python"))])
+    j = POLICY_STATE.index("last_accepted")
+    assert policy.net.s_std[j] == 1.0
+    later = _obs()
+    later.dynamic = later.dynamic.copy()
+    later.dynamic[0] = 1.0  # the last suggestion was accepted
+    state = torch.from_numpy(np.stack([policy._arrays([later])[0][0]]))
+    x = (state - policy.net.s_mean) / policy.net.s_std
+    assert float(x.abs().max()) < 50
+    with torch.no_grad():
+        pre = policy.net.state[0](x)
+    assert float((pre.abs() > 4).float().mean()) < 0.5  # the state layer still reads its inputs

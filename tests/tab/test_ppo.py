@@ -125,3 +125,35 @@ def test_importance_weights_are_clipped() -> None:
     stats2 = policy2.ppo_update(rare, PPOConfig(max_staleness=1, is_clip=1.5))
     assert stats2["tab/is_weight"] == pytest.approx(pytest.approx(2.718281828 ** -5, rel=1e-3))
     assert stats2["tab/is_clipped"] == 0.0
+
+
+def test_reward_estimates_move_an_action_the_batch_never_sampled() -> None:
+    """q_values: with every sample "show nothing" (reward 0), the sampled-action gradient says
+    nothing for action 2 (it only moves as "nothing" does); an estimate that action 2 pays and the others cost moves it up
+    (the all-action term), and estimates that are flat and equal to the rewards move nothing."""
+    obs = _obs()
+    n = len(obs.rows)
+    assert n >= 3
+    cfg = PPOConfig(epochs=4, minibatches=2, target_kl=10.0, lr=0.01)
+    pays = [0.0] + [-0.5] * n
+    pays[2] = 1.0
+    moved = {}
+    for name, q in (("none", None), ("pays", pays), ("flat", [0.0] * (1 + n))):
+        policy = _policy(vf_coef=0.0)
+        before = policy.logprobs([obs], [2])[0]
+        batch = _batch(policy, 0, 0.0)
+        policy.ppo_update(batch, cfg, q_values=None if q is None else [q] * len(batch))
+        moved[name] = policy.logprobs([obs], [2])[0] - before
+    assert moved["pays"] > 0.3 and moved["pays"] > moved["none"] + 0.3
+    assert moved["flat"] == 0.0  # no advantage anywhere: no step
+
+
+def test_reward_estimates_of_the_wrong_shape_are_refused() -> None:
+    policy = _policy()
+    batch = _batch(policy, 1, 0.75, 4)
+    n = len(batch[0].obs.rows)
+    with pytest.raises(ValueError, match="one per sample"):
+        policy.ppo_update(batch, q_values=[[0.0] * (1 + n)] * 3)
+    with pytest.raises(ValueError, match=r"q_values\[0\] has 2 estimates"):
+        policy.ppo_update(batch, q_values=[[0.0, 1.0]] * 4)
+    assert policy.version == 0  # a refused update changes nothing

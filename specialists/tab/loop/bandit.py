@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from specialists.tab.features import Observation, state_vector
 
-__all__ = ["LinUCB", "BanditChoice"]
+__all__ = ["LinUCB", "BanditChoice", "cross_fitted_values"]
 
 
 @dataclass
@@ -91,6 +91,14 @@ class LinUCB:
             return BanditChoice(0, self.reward_none)
         return BanditChoice(i + 1, float(score[i]))
 
+    def values(self, obs: Observation) -> Any:
+        """The reward estimate of every action of ``obs``, indexed as :class:`BanditChoice`:
+        ``reward_none`` for "show nothing", then θ·x of each action row (no optimism)."""
+        import numpy as np
+
+        shown = self.rows(obs) @ self.theta if len(obs.rows) else np.zeros(0)
+        return np.concatenate([[self.reward_none], shown])
+
     def choose_many(self, obs_list: Sequence[Observation], explore: bool = True) -> list[BanditChoice]:
         return [self.choose(o, explore) for o in obs_list]
 
@@ -110,3 +118,23 @@ class LinUCB:
         self.n += used
         self._refresh()
         return used
+
+
+def cross_fitted_values(model: LinUCB, examples: Sequence[tuple[Observation, int, float]],
+                        folds: int = 2) -> list[Any]:
+    """:meth:`LinUCB.values` for each example's request, from ``model`` (what it has seen
+    before) refitted with the *other* folds of ``examples`` only (example ``i`` is in fold
+    ``i % folds``): no estimate has seen its own example's reward, so a policy gradient that
+    subtracts it stays unbiased (:meth:`TabPolicy.ppo_update`'s ``q_values``). ``model`` is
+    left as it was; fold it the examples with :meth:`LinUCB.update` afterwards."""
+    import copy
+
+    if folds < 2:
+        raise ValueError(f"folds={folds}: cross-fitting needs at least 2")
+    out: list[Any] = [None] * len(examples)
+    for k in range(folds):
+        fitted = copy.deepcopy(model)
+        fitted.update([e for i, e in enumerate(examples) if i % folds != k])
+        for i in range(k, len(examples), folds):
+            out[i] = fitted.values(examples[i][0])
+    return out

@@ -55,6 +55,9 @@ class LoopArgs:
     (0: on-policy only, DESIGN.md's rule)."""
     is_clip: float = 1.0
     """Clip of a stale event's importance weight (with ``max_staleness`` > 0)."""
+    q_model: bool = False
+    """Train with a regression of reward over the lineage's events as the control variate
+    (``train_from_events(q_model=True)``; issue 35)."""
     population: str | None = None
     """A population file (``configs/users/*.yaml``, issue 35) whose people the simulated
     users are, and the gate's replays too (None: the config's ``loop.population``, else
@@ -270,7 +273,7 @@ def _one_turn(t: int, args: LoopArgs, server: LoopServer, store: PolicyStore, ev
 
     report = train_from_events(events, store, reward=named_reward(str(args.reward)),
                                ppo=PPOConfig(max_staleness=args.max_staleness,
-                                             is_clip=args.is_clip))
+                                             is_clip=args.is_clip), q_model=args.q_model)
     row.train_s = time.monotonic() - t1
     row.events, row.off_policy_refused = report.events_used, report.off_policy_refused
     row.show_rate, row.accept_rate = round(report.show_rate, 4), round(report.accept_rate, 4)

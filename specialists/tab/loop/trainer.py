@@ -8,6 +8,13 @@ loop). ``PPOConfig.max_staleness = k`` admits the events of the deployed version
 ``k`` ancestors too (by lineage), each importance-weighted towards the current policy from
 its logged log-probability and clipped at ``PPOConfig.is_clip``; older ones are refused and
 counted the same way.
+
+``q_model=True`` adds a regression of reward on the same features (ridge, as the
+contextual bandit's) as the update's control variate (``ppo_update(q_values=...)``): fitted
+on the labelled events of the deployed version's whole lineage, and cross-fitted on the
+batch itself, so that no event's estimate has seen its own reward. The events stay the
+deployed version's (and the staleness window's): the regression only estimates the reward
+of the actions the policy seldom draws (issue 35).
 """
 
 from __future__ import annotations
@@ -79,6 +86,28 @@ def reward_of(event: LabelledEvent, reward: Any) -> float:
     return float(reward(True, accepted, event.chars_accepted))
 
 
+def _q_values(events: EventStore, store: PolicyStore, policy: Any, parent: int, window: list[int],
+              holdout: float, reward: Any, ridge: float, batch_events: list[LabelledEvent],
+              batch: list[Any]) -> tuple[list[Any], int]:
+    """Each batch sample's reward estimates (:func:`~specialists.tab.loop.bandit.cross_fitted_values`)
+    from a ridge regression over the lineage's earlier events and the batch's other fold; and
+    how many shown events it was fitted on. An event a rule answered in the policy's place
+    (not ``credited``) says nothing of what the policy's action pays: left out of the fit."""
+    from specialists.tab.loop.bandit import LinUCB, cross_fitted_values
+
+    n_feat = policy.config.n_action
+    model = LinUCB.like(policy, alpha=0.0, ridge=ridge, reward_none=float(getattr(reward, "none", 0.0)))
+    history: list[LabelledEvent] = []
+    for v in ancestors(store, parent, 1_000_000):
+        if v not in window:
+            history += split_events(events.labelled(str(v)), holdout)[0]
+    before = model.update([(from_features(e.features, n_feat), int(e.action), reward_of(e, reward))
+                           for e in history if e.credited])
+    examples = [(s.obs, s.action.index if e.credited else 0, s.reward) for e, s in zip(batch_events, batch)]
+    values = cross_fitted_values(model, examples)
+    return values, before + sum(1 for _, i, _ in examples if i > 0)
+
+
 def code_revision() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -124,13 +153,16 @@ def ancestors(store: PolicyStore, version: int, k: int) -> list[int]:
 
 def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int = 1,
                       reward: Any = None, holdout: float = 0.0,
-                      labelled: list[LabelledEvent] | None = None, ppo: Any = None) -> TrainReport:
+                      labelled: list[LabelledEvent] | None = None, ppo: Any = None,
+                      q_model: bool = False, q_ridge: float = 1.0) -> TrainReport:
     """One PPO update on the deployed version's labelled events; publishes v+1.
 
     ``holdout``: the share of events kept out of training for the gate (``split_events``).
     ``labelled``: those events, when the caller has already read them from ``events``.
     ``ppo``: a :class:`~specialists.tab.policy.PPOConfig` (default: its defaults, on-policy
-    only); with ``max_staleness > 0`` the last ancestors' events are added, weighted."""
+    only); with ``max_staleness > 0`` the last ancestors' events are added, weighted.
+    ``q_model``: the reward regression as control variate (the module's docstring), with
+    ridge ``q_ridge``."""
     from specialists.tab.policy import Action, PPOConfig, Sample, TabPolicy
     from specialists.tab.replay import RewardConfig
 
@@ -164,7 +196,13 @@ def train_from_events(events: EventStore, store: PolicyStore, *, min_events: int
     stale = [Sample(from_features(e.features, n_feat),
                     Action(index=int(e.action), logprob=e.logprob, version=int(e.policy_version)),
                     reward_of(e, reward)) for e in old]
-    stats = policy.ppo_update(samples + stale, ppo, versions={parent, *window})
+    q_values = None
+    if q_model:
+        q_values, fitted = _q_values(events, store, policy, parent, window, holdout, reward, q_ridge,
+                                     labelled + old, samples + stale)
+    stats = policy.ppo_update(samples + stale, ppo, versions={parent, *window}, q_values=q_values)
+    if q_model:
+        stats["tab/q_events"] = float(fitted)
     # A gate may have held back an earlier child of this parent: never reuse a number.
     policy.version = max(policy.version, max(store.versions(), default=0) + 1)
     shown = [e for e in labelled if e.credited]  # the policy's own shows
