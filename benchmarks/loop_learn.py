@@ -327,7 +327,8 @@ def measure(steps: list[Step], totals: Totals | None = None) -> dict[str, float]
 
 def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
     """Per kind of person (the population's ``type``): requests, reward per request and its
-    SE with the *edit* as the unit (one person types each edit), show rate, switch-offs."""
+    SE with the *edit* as the unit (one person types each edit), show rate, switch-offs, and
+    the reward and requests per edit."""
     kinds: dict[str, list[Step]] = {}
     for s in steps:
         kinds.setdefault(getattr(s, "person", ""), []).append(s)
@@ -337,6 +338,10 @@ def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
         gain, se = paired_gain(None, edits)
         out[kind or "oracle"] = {"requests": len(ss), "reward": round(gain, 5), "edit_se": round(se, 5),
                                  "edits": len(edits),
+                                 # reward summed and requests counted per edit: two versions (or
+                                 # two runs: every measurement meets the same people) compare
+                                 # paired by edit (benchmarks/personal_compare.py)
+                                 "per_edit": {str(e): [round(r, 4), n] for e, (r, n) in sorted(edits.items())},
                                  "show_rate": round(sum(s.outcome.shown for s in ss) / max(1, len(ss)), 4),
                                  "switched_off": sum(s.outcome.switched_off for s in ss)}
     return out

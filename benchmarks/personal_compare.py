@@ -11,7 +11,11 @@ every turn of every seed, the frozen start included — by reward per request ov
 (picked on the measured history itself: a choice that favours the global side). Each
 personalised run's last version is set against it per kind of person (the population's
 ``type``): reward per request of that kind's requests, with its SE taking the *edit* as the
-unit (one person types each edit), and the difference with the two SEs pooled. Prints a
+unit (one person types each edit), and the difference with the two SEs pooled. Where both
+runs carry the reward per edit (``loop_learn.py`` from issue 35's paired comparison on),
+the difference is also *paired by edit*: every measurement meets the same people typing the
+same edits (``loop_learn.new_world``), so what an edit's difficulty adds to both sides
+cancels (the loop gate's estimator, ``specialists.tab.loop.gate.paired_se``). Prints a
 Markdown table and a JSON summary.
 """
 
@@ -20,7 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from specialists.tab.loop.gate import paired_se  # noqa: E402
 
 
 def versions(rows: list[dict]) -> list[dict]:
@@ -70,6 +78,14 @@ def main(argv: list[str] | None = None) -> dict:
             se = math.sqrt(a["edit_se"] ** 2 + b["edit_se"] ** 2)
             per[k] = {"personal": a["reward"], "global": b["reward"], "diff": round(d, 5),
                       "se": round(se, 5), "better": d > 0, "better_by_2se": d > 2 * se}
+            if "per_edit" in a and "per_edit" in b:
+                if set(a["per_edit"]) != set(b["per_edit"]):
+                    raise SystemExit(f"{k}: the two runs measured different edits: compare runs of the same world")
+                units = sorted(a["per_edit"], key=int)
+                pd, pse, _, _ = paired_se([tuple(a["per_edit"][u]) for u in units],
+                                          [tuple(b["per_edit"][u]) for u in units])
+                per[k].update({"paired_diff": round(pd, 5), "paired_se": round(pse, 5),
+                               "better_by_2_paired_se": pd > 2 * pse})
         out["personal"][f"seed{seed}"] = per
     lines.append("")
     lines.append("| seed | " + " | ".join(f"{k}: personalised − best global (2 × SE)" for k in kinds) + " |")
@@ -77,6 +93,16 @@ def main(argv: list[str] | None = None) -> dict:
     for seed, per in out["personal"].items():
         lines.append(f"| {seed} | " + " | ".join(f"{per[k]['diff']:+.4f} ({2 * per[k]['se']:.4f})" for k in kinds)
                      + " |")
+    paired = all("paired_se" in v for per in out["personal"].values() for v in per.values())
+    if paired:
+        lines.append("")
+        lines.append("| seed | " + " | ".join(f"{k}: paired by edit (2 × paired SE)" for k in kinds) + " |")
+        lines.append("| --- | " + " | ".join("---" for _ in kinds) + " |")
+        for seed, per in out["personal"].items():
+            lines.append(f"| {seed} | " + " | ".join(
+                f"{per[k]['paired_diff']:+.4f} ({2 * per[k]['paired_se']:.4f})" for k in kinds) + " |")
+        out["every_kind_better_by_2_paired_se_every_seed"] = all(
+            v["better_by_2_paired_se"] for per in out["personal"].values() for v in per.values())
     out["every_kind_better_every_seed"] = all(v["better"] for per in out["personal"].values() for v in per.values())
     out["every_kind_better_by_2se_every_seed"] = all(v["better_by_2se"] for per in out["personal"].values()
                                                      for v in per.values())

@@ -51,10 +51,16 @@ def play(p: Person | None, policy: Callable[[Session, TabRequest], Suggestion | 
 
 
 # -- the loader ----------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["default", "oracle", "impatient", "partial-takers", "noisy"])
+@pytest.mark.parametrize("name", sorted(f.stem for f in USERS.glob("*.yaml")))
 def test_shipped_populations_load(name: str) -> None:
+    """Every population in configs/users loads, under the name of its file."""
     pop = load_population(USERS / f"{name}.yaml")
     assert pop.name == name and pop.types
+
+
+def test_the_shipped_populations_are_these() -> None:
+    """The glob above found the files (an empty parametrisation would pass silently)."""
+    assert {"default", "oracle", "impatient", "partial-takers", "noisy", "mixed"} <= {f.stem for f in USERS.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("data,message", [
