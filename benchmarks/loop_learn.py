@@ -696,29 +696,35 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--collect-order", choices=["shuffled", "dated"], default="shuffled",
                    help="the order the users type the earlier history in: a seeded shuffle, or by date "
                         "(oldest first, as time passes where the loop is deployed), each cycling")
-    p.add_argument("--seeds", default="0,1,2")
-    p.add_argument("--turns", type=int, default=8)
-    p.add_argument("--events-per-turn", type=int, default=4000)
+    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds: each a run of its own (people, sampling, shuffles)")
+    p.add_argument("--turns", type=int, default=8, help="collect → update turns per run (the curve has turns + 1 points)")
+    p.add_argument("--events-per-turn", type=int, default=4000, help="labelled events collected per turn")
     p.add_argument("--stale-events-per-turn", type=int, default=0,
                    help="new events per turn for ppo_stale (0: --events-per-turn)")
-    p.add_argument("--start", default="shipped,always_show")
-    p.add_argument("--learner", default="ppo,bandit,ppo_stale")
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--minibatches", type=int, default=4)
-    p.add_argument("--clip", type=float, default=0.2)
-    p.add_argument("--target-kl", type=float, default=0.02)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--start", default="shipped,always_show",
+                   help="comma-separated starting policies: shipped (the checkpoint's), always_show "
+                        "(a head fitted to show nearly always)")
+    p.add_argument("--learner", default="ppo,bandit,ppo_stale",
+                   help="comma-separated: ppo (on-policy PPO-clip), ppo_stale (also the last "
+                        "--max-staleness versions' events, importance-weighted), ppo_q (PPO with a "
+                        "ridge reward model as control variate), bandit (LinUCB on the same features)")
+    p.add_argument("--epochs", type=int, default=4, help="PPO epochs over a turn's events")
+    p.add_argument("--minibatches", type=int, default=4, help="PPO minibatches per epoch")
+    p.add_argument("--clip", type=float, default=0.2, help="PPO's probability-ratio clip")
+    p.add_argument("--target-kl", type=float, default=0.02,
+                   help="an update stops once its KL from the previous version passes this")
+    p.add_argument("--lr", type=float, default=1e-3, help="the policy head's Adam learning rate")
     p.add_argument("--normalize-advantages", action="store_true",
                    help="scale advantages by their running std, carried across versions")
-    p.add_argument("--max-staleness", type=int, default=2)
-    p.add_argument("--is-clip", type=float, default=1.0)
+    p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
+    p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
     p.add_argument("--q-ridge", type=float, default=1.0,
                    help="ppo_q: the ridge of its regression of reward (the control variate)")
     p.add_argument("--bc-projects", default="train", help="projects the always-show start is fitted on")
-    p.add_argument("--bc-per-project", type=int, default=20)
-    p.add_argument("--bc-steps", type=int, default=400)
-    p.add_argument("--bc-smoothing", type=float, default=0.1)
+    p.add_argument("--bc-per-project", type=int, default=20, help="always_show start: edits per project fitted on")
+    p.add_argument("--bc-steps", type=int, default=400, help="always_show start: fitting steps")
+    p.add_argument("--bc-smoothing", type=float, default=0.1, help="always_show start: label smoothing")
     p.add_argument("--max-requests-per-pair", type=int, default=MAX_PER_PAIR,
                    help="replay each edit's first N requests only")
     p.add_argument("--ask-after-edit", action=argparse.BooleanOptionalAction, default=ASK_AFTER_EDIT,
@@ -747,16 +753,22 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--personal", action=argparse.BooleanOptionalAction, default=False,
                    help="the policy (and the bandit) read the personal features the server keeps per "
                         "session and project (specialists.tab.personal); off: they read zeros")
-    p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
-    p.add_argument("--cache-dir", default="runs/learn_cache")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--checkpoint", default="specialists/tab/checkpoint", help="the Tab checkpoint (the shipped start)")
+    p.add_argument("--cache-dir", default="runs/learn_cache",
+                   help="where computed observations are kept between runs (the first run is the slow one)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--warm-only", action="store_true", help="compute the observations of both histories, then stop")
-    p.add_argument("--out", default="benchmarks/out/loop_learn.json")
+    p.add_argument("--out", default="benchmarks/out/loop_learn.json", help="the JSON of every row and check")
     p.add_argument("--curve", default="benchmarks/out/loop_learn_curve.png",
                    help="where the learning curve is drawn (the tracked PNGs are named with --curve)")
     args = p.parse_args(argv)
     args.starts = [s for s in args.start.split(",") if s]
     learners = [s for s in args.learner.split(",") if s]
+    unknown = [x for x in learners if x not in ("ppo", "ppo_stale", "ppo_q", "bandit")]
+    unknown += [x for x in args.starts if x not in ("shipped", "always_show")]
+    if unknown or not learners or not args.starts:
+        p.error(f"--learner takes ppo, ppo_stale, ppo_q, bandit and --start shipped, always_show "
+                f"(comma-separated); got {', '.join(unknown) or 'none'}")
     lm_variants = [s for s in args.lm.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
