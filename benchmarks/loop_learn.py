@@ -100,6 +100,11 @@ class Decision:
 DecideMany = Callable[[Sequence[Observation]], list[Decision]]
 
 
+LEARNERS = ("ppo", "ppo_stale", "ppo_q", "bandit")
+"""``--learner``'s names (see its help)."""
+STARTS = ("shipped", "always_show")
+"""``--start``'s names."""
+
 MAX_PER_PAIR = 300
 """Requests replayed per edit at most (``--max-requests-per-pair``): one edit of requests'
 history asks 7,340 times, and would otherwise be half of what is measured."""
@@ -764,10 +769,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = p.parse_args(argv)
     args.starts = [s for s in args.start.split(",") if s]
     learners = [s for s in args.learner.split(",") if s]
-    unknown = [x for x in learners if x not in ("ppo", "ppo_stale", "ppo_q", "bandit")]
-    unknown += [x for x in args.starts if x not in ("shipped", "always_show")]
+    unknown = [x for x in learners if x not in LEARNERS] + [x for x in args.starts if x not in STARTS]
     if unknown or not learners or not args.starts:
-        p.error(f"--learner takes ppo, ppo_stale, ppo_q, bandit and --start shipped, always_show "
+        p.error(f"--learner takes {', '.join(LEARNERS)} and --start {', '.join(STARTS)} "
                 f"(comma-separated); got {', '.join(unknown) or 'none'}")
     lm_variants = [s for s in args.lm.split(",") if s]
     seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -853,16 +857,12 @@ def main(argv: list[str] | None = None) -> dict:
         for start_name in args.starts:
             if start_name == "shipped":
                 start = shipped
-            elif start_name == "always_show":
+            else:  # always_show (the starts were checked with the arguments)
                 start, bc_info[str(seed)] = always_show_start(shipped, bc_pairs, cache, seed, args.bc_steps,
                                                               args.bc_smoothing, reward)
                 start.config.normalize_advantages = shipped.config.normalize_advantages
-            else:
-                raise SystemExit(f"unknown start {start_name!r}: shipped or always_show")
             args._start = start_name
             for learner in learners:
-                if learner not in ("ppo", "ppo_stale", "ppo_q", "bandit"):
-                    raise SystemExit(f"unknown learner {learner!r}")
                 for variant in lm_variants:
                     rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log,
                                   lm_variant=variant, lm_start=lm_start, nll_items=nll_items)
