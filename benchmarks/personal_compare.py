@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -48,6 +49,14 @@ def _rate(units: dict[str, tuple[float, float]], keep: set[str]) -> float:
     return r / n if n else 0.0
 
 
+def _paired(mine: dict[str, list], theirs: dict[str, list]) -> tuple[float, float]:
+    """One kind's reward per request, ``mine`` minus ``theirs``, paired by edit (each an edit ->
+    [reward sum, requests]), with its paired SE."""
+    units = sorted(mine, key=int)
+    d, se, _, _ = paired_se([tuple(mine[u]) for u in units], [tuple(theirs[u]) for u in units])
+    return d, se
+
+
 def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], splits: int = 20,
                  seed: int = 0) -> dict:
     """The comparison with the best global policy chosen *without* the edits it is judged on.
@@ -58,8 +67,7 @@ def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], sp
     one half is compared, per kind and paired by edit, on the other half, and the halves swap,
     so every edit is judged once against a version chosen without it. The difference and its
     paired SE (selection held fixed) are averaged over ``splits`` seeded halvings. Per
-    personalised seed and kind: {"diff", "paired_se", "better_by_2_paired_se"}."""
-    import random
+    personalised seed and kind: {"diff", "paired_se", "better", "better_by_2_paired_se"}."""
 
     g_units = [_edits(r) for r in global_]
     edits = sorted(g_units[0], key=int)
@@ -76,10 +84,8 @@ def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], sp
         for r in personal:
             for k in kinds:
                 mine = r["per_person"][k]["per_edit"]
-                units = sorted(mine, key=int)
-                theirs = [tuple(global_[chosen[u]]["per_person"][k]["per_edit"][u]) for u in units]
-                d, se, _, _ = paired_se([tuple(mine[u]) for u in units], theirs)
-                acc.setdefault((r["seed"], k), []).append((d, se))
+                theirs = {u: global_[chosen[u]]["per_person"][k]["per_edit"][u] for u in mine}
+                acc.setdefault((r["seed"], k), []).append(_paired(mine, theirs))
     for (s, k), v in acc.items():
         d = sum(x for x, _ in v) / len(v)
         se = sum(y for _, y in v) / len(v)
@@ -139,9 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
             if "per_edit" in a and "per_edit" in b:
                 if set(a["per_edit"]) != set(b["per_edit"]):
                     raise SystemExit(f"{k}: the two runs measured different edits: compare runs of the same world")
-                units = sorted(a["per_edit"], key=int)
-                pd, pse, _, _ = paired_se([tuple(a["per_edit"][u]) for u in units],
-                                          [tuple(b["per_edit"][u]) for u in units])
+                pd, pse = _paired(a["per_edit"], b["per_edit"])
                 per[k].update({"paired_diff": round(pd, 5), "paired_se": round(pse, 5),
                                "better_by_2_paired_se": pd > 2 * pse})
         out["personal"][f"seed{seed}"] = per
