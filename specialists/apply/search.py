@@ -40,7 +40,7 @@ from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines, split_lines
 
-__all__ = ["READINGS", "REASONS", "Candidate", "FEATURES", "Search", "features", "search",
+__all__ = ["READINGS", "REASONS", "Candidate", "FEATURES", "Search", "features", "normalised", "search",
            "sketch_features"]
 
 READINGS = ("piecewise", "blank_literal", "all_literal", "head", "tail", "dp_early", "dp_late",
@@ -276,9 +276,9 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
             deleted_by_remove=st.get("deleted_by_remove", 0), matched=1.0)
         # every other reading, for one question: does the sketch read to another clean file?
         others = _candidates(found, olines, slines, sk, language, options)
-        want = _normalised(rules_text)
+        want = normalised(rules_text)
         found.alternatives = sum(1 for c in others
-                                 if not c.failed and _normalised(c.text) != want)
+                                 if not c.failed and normalised(c.text) != want)
         found.rules_unread = all(c.text != rules_text for c in others)
         found.dp_split = found.piecewise_failed = False
         found.dp_cost = -1.0
@@ -293,7 +293,9 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
     return found
 
 
-def _normalised(text: str) -> list[str]:
+def normalised(text: str) -> list[str]:
+    """``text`` up to whitespace: its non-blank lines, each with runs of blanks made one space
+    and none at the ends (what "the same file up to whitespace" compares)."""
     return [" ".join(line.split()) for line in text.split("\n") if line.strip()]
 
 

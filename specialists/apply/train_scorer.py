@@ -33,7 +33,6 @@ import argparse
 import gzip
 import json
 import random
-import re
 import sys
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ import numpy as np
 from specialists.apply.applier import apply_sketch
 from specialists.apply.result import ApplyOptions
 from specialists.apply.scorer import Scorer
-from specialists.apply.search import FEATURES, features, search
+from specialists.apply.search import FEATURES, features, normalised, search
 from specialists.apply.sketch import make_sketch
 from specialists.apply.sketch_styles import make_frontier_sketch
 
@@ -52,13 +51,6 @@ __all__ = ["PROJECTS", "fit", "risk_coverage", "sketch_rows", "threshold_for", "
 
 PROJECTS = ("attrs", "click", "flask", "httpx", "rich")
 FRONTIER_KINDS = ("context", "context", "definition", "inner", "imports")
-_WS = re.compile(r"\s+")
-
-
-def _normalised(text: str) -> list[str]:
-    return [_WS.sub(" ", line).strip() for line in text.split("\n") if line.strip()]
-
-
 def commits(data: Path, project: str, skip: int, count: int) -> list[dict[str, Any]]:
     """``count`` commits of one project after the first ``skip`` of the benchmark's seed-0
     shuffle."""
@@ -97,7 +89,7 @@ def sketch_rows(row: dict[str, Any], n: int, options: ApplyOptions) -> Iterator[
     """One record per sketch of the commit: its generator, the rules' outcome, and every
     candidate's features with its labels (exact, exact with whitespace normalised)."""
     after = row["after"]
-    want = _normalised(after)
+    want = normalised(after)
     for generator, text in sketches(row, n):
         rules = apply_sketch(row["before"], text, row["language"], row["path"], options)
         found = search(row["before"], text, row["language"], options,
@@ -106,12 +98,12 @@ def sketch_rows(row: dict[str, Any], n: int, options: ApplyOptions) -> Iterator[
         yield {
             "generator": generator,
             "rules_exact": bool(rules.applied and rules.merged == after),
-            "rules_ws": bool(rules.applied and _normalised(rules.merged or "") == want),
+            "rules_ws": bool(rules.applied and normalised(rules.merged or "") == want),
             "rules_applied": rules.applied,
             "rules_reason": rules.reason,
             "x": [features(c, found, n_readings) for c in found.candidates],
             "y": [c.text == after for c in found.candidates],
-            "ws": [_normalised(c.text) == want for c in found.candidates],
+            "ws": [normalised(c.text) == want for c in found.candidates],
         }
 
 
