@@ -73,7 +73,7 @@ import random
 import sys
 import time
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -154,6 +154,8 @@ class Totals:
 
     keystrokes: int = 0
     tab_off: int = 0
+    tab_off_by_kind: dict[str, int] = field(default_factory=dict)
+    """``tab_off`` per kind of person (the population's ``type``)."""
 
 
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
@@ -194,6 +196,8 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 session.respond(None)  # Tab is off: the editor asks nothing
                 if totals is not None:
                     totals.tab_off += 1
+                    kind = session.person.kind if session.person is not None else ""  # type: ignore[attr-defined]
+                    totals.tab_off_by_kind[kind] = totals.tab_off_by_kind.get(kind, 0) + 1
             if req is not None:
                 live.append(i)
                 reqs.append(req)
@@ -327,17 +331,34 @@ def measure(steps: list[Step], totals: Totals | None = None) -> dict[str, float]
         out["kept_per_1000"] = 1000 * sum(kept.kept(s.outcome) for s in steps) / max(1, totals.keystrokes)
         out["switched_off"] = sum(s.outcome.switched_off for s in steps)
         out["tab_off"] = totals.tab_off
+        out["reward_per_ask"], out["se_per_ask"] = per_ask(rewards, totals.tab_off)
     return out
 
 
-def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
+def per_ask(rewards: Sequence[float], tab_off: int) -> tuple[float, float]:
+    """Reward per request the editor would have made had Tab been on — the requests Tab off
+    did not make count at 0 — and its SE. Reward per request leaves those out, so a policy
+    that drives someone to switch Tab off loses their later (often negative) requests from
+    its denominator, and one that keeps them on gains them: this reading does not move with
+    how many requests the policy leaves to be made. A second reading beside the issue's."""
+    n = len(rewards) + tab_off
+    if n == 0:
+        return 0.0, 0.0
+    mean = sum(rewards) / n
+    sq = sum(r * r for r in rewards)
+    var = max(0.0, sq - n * mean * mean) / max(1, n - 1)
+    return mean, math.sqrt(var / n)
+
+
+def per_person(steps: Sequence[Step], totals: Totals | None = None) -> dict[str, dict[str, float]]:
     """Per kind of person (the population's ``type``): requests, reward per request and its
     SE with the *edit* as the unit (one person types each edit), show rate, switch-offs, and
-    the reward and requests per edit."""
+    the reward and requests per edit; with ``totals`` also the requests Tab off did not make
+    (``tab_off``) and the reward per request asked (:func:`per_ask`)."""
     kinds: dict[str, list[Step]] = {}
     for s in steps:
         kinds.setdefault(getattr(s, "person", ""), []).append(s)
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for kind, ss in sorted(kinds.items()):
         edits = per_edit(ss)
         gain, se = paired_gain(None, edits)
@@ -349,6 +370,10 @@ def per_person(steps: Sequence[Step]) -> dict[str, dict[str, float]]:
                                  "per_edit": {str(e): [round(r, 4), n] for e, (r, n) in sorted(edits.items())},
                                  "show_rate": round(sum(s.outcome.shown for s in ss) / max(1, len(ss)), 4),
                                  "switched_off": sum(s.outcome.switched_off for s in ss)}
+        if totals is not None:
+            off = totals.tab_off_by_kind.get(kind, 0)
+            ask, ask_se = per_ask([s.outcome.reward for s in ss], off)
+            out[kind or "oracle"].update(tab_off=off, reward_per_ask=round(ask, 5), se_per_ask=round(ask_se, 5))
     return out
 
 
@@ -499,7 +524,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
                                "lm_accepted": sum(s.lm_shown and s.outcome.accepted for s in measured),
                                "personal": PERSONAL}
         if POPULATION is not None:
-            row["per_person"] = per_person(measured)
+            row["per_person"] = per_person(measured, totals)
         if lm_learner is not None:
             row["measure_seconds"] = round(time.monotonic() - t0, 2)
         if nll_items:
@@ -568,6 +593,13 @@ def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
             # edit as the unit: a second reading, not the issue's bar
             "paired_se": last.get("paired_se"),
             "paired_passes": last.get("paired_se") is not None and last["paired_gain"] > 2 * last["paired_se"]}
+        if "reward_per_ask" in first and "reward_per_ask" in last:  # the requests Tab off did not make at 0
+            ask_pooled = math.sqrt(first["se_per_ask"] ** 2 + last["se_per_ask"] ** 2)
+            gain_ask = last["reward_per_ask"] - first["reward_per_ask"]
+            rises[f"{start}/{learner}/seed{seed}"].update(
+                first_per_ask=first["reward_per_ask"], last_per_ask=last["reward_per_ask"],
+                gain_per_ask=round(gain_ask, 5), pooled_se_per_ask=round(ask_pooled, 5),
+                passes_per_ask=gain_ask > 2 * ask_pooled)
     out["rise"] = rises
 
     def mean_curve(start: str, learner: str) -> list[float]:
@@ -839,7 +871,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows: list[dict] = []
     bc_info: dict[str, Any] = {}
     cols = ["start", "learner", "seed", "turn", "events", "reward", "se", "edit_se", "paired_gain", "paired_se",
-            "show_rate", "accept_rate", "kept_per_1000", "switched_off", "tab_off",
+            "show_rate", "accept_rate", "kept_per_1000", "switched_off", "tab_off", "reward_per_ask",
             "collect_reward", "collect_se", "kl", "grad_norm", "clip_frac", "entropy", "epochs", "seconds"]
     if lm_variants != ["frozen"]:
         cols += ["lm_nll", "lm_shown", "lm_accepted", "lm_pg", "lm_sft", "lm_loss", "lm_kl", "lm_grad_norm", "lm_drift",
