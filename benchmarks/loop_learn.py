@@ -216,7 +216,11 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 seen[i] = session.clock
                 obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
                                                               clocks[ids[i]], req.cursor))
-        for i, req, o, d in zip(active, reqs, obs, decide(obs)):
+        if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
+            decided = decide(obs, [getattr(sessions[i][0].person, "kind", "") for i in active])  # type: ignore[call-arg]
+        else:
+            decided = decide(obs)
+        for i, req, o, d in zip(active, reqs, obs, decided):
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
@@ -306,6 +310,16 @@ def policy_decider(policy: Any, sample: bool) -> DecideMany:
     def decide(obs: Sequence[Observation]) -> list[Decision]:
         return [Decision(a.index, a.logprob, a.version, a.value) for a in policy.act_many(obs, sample=sample)]
     return decide
+
+
+def kind_decider(base: DecideMany, silent: str) -> DecideMany:
+    """A reference no learner can be, for it knows who is typing: people of kind ``silent``
+    are shown nothing, everyone else what ``base`` shows. With ``base`` the shipped policy it
+    bounds what personalising for that kind alone could add to the checkpoint."""
+    def decide(obs: Sequence[Observation], kinds: Sequence[str]) -> list[Decision]:
+        return [Decision(0) if kind == silent else d for d, kind in zip(base(obs), kinds)]
+    decide.by_kind = True  # type: ignore[attr-defined]
+    return decide  # type: ignore[return-value]
 
 
 def bandit_decider(bandit: Any, explore: bool) -> DecideMany:
@@ -854,6 +868,15 @@ def main(argv: list[str] | None = None) -> dict:
         totals = Totals()
         ref[name] = {k2: round(v, 5) for k2, v in
                      measure(rollout(later, cache, dec, reward, tracker=new_tracker(), totals=totals), totals).items()}
+    kinds = [t.name for t in POPULATION.types] if POPULATION is not None else []
+    for kind in kinds if len(kinds) > 1 else []:  # what knowing who types could add
+        totals = Totals()
+        steps = rollout(later, cache, kind_decider(policy_decider(shipped, False), kind), reward,
+                        tracker=new_tracker(), totals=totals)
+        ref[f"shipped_but_never_show_{kind}"] = {
+            **{k2: round(v, 5) for k2, v in measure(steps, totals).items()},
+            "per_person": {name: {k2: v for k2, v in row.items() if k2 != "per_edit"}
+                           for name, row in per_person(steps, totals).items()}}
     info["reference"] = ref
     if cache.misses:  # runs in parallel share the file: write only what is new
         cache.save()

@@ -60,3 +60,11 @@ def test_driving_a_person_off_wins_per_request_and_loses_per_ask(loop_learn) -> 
     kinds = loop_learn.per_person(a, ta)
     assert kinds["impatient"]["tab_off"] == 40 and kinds["taker"]["tab_off"] == 0
     assert kinds["impatient"]["reward_per_ask"] == pytest.approx(-0.3 * 10 / 50)
+
+
+def test_the_kind_reference_silences_one_kind_and_leaves_the_rest_to_the_base(loop_learn) -> None:  # type: ignore[no-untyped-def]
+    base = lambda obs: [loop_learn.Decision(3) for _ in obs]  # noqa: E731
+    decide = loop_learn.kind_decider(base, "impatient")
+    assert decide.by_kind
+    out = decide([object(), object(), object()], ["taker", "impatient", "taker"])
+    assert [d.index for d in out] == [3, 0, 3]
