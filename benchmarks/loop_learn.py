@@ -121,18 +121,37 @@ POPULATION: Any = None
 person its key names (the same person whenever it comes round). None: the oracle."""
 PEOPLE = 16
 """``--people``: how many people the population's world draws."""
+MEASURE_WORLDS = 1
+"""``--measure-worlds``: each version is measured on the later history typed by this many
+draws of people (world seeds 0, 1, ...; world 0 is the people who collect), every (world,
+edit) a unit of the per-edit figures."""
 PERSONAL = False
 """``--personal``: the policy reads the personal features (``specialists.tab.personal``),
 kept per person (the editor session) and project as the server keeps them."""
 
 
-def new_world() -> Any:
+def new_world(seed: int = 0) -> Any:
     """The population's people with fresh state (patience, random stream): each measurement
     gets one, so that every version meets the same people making the same draws; a learning
-    run's collection gets one for the whole run (people's state carries on)."""
+    run's collection gets one for the whole run (people's state carries on). ``seed``: which
+    draw of people (0: those who collect)."""
     from specialists.tab.users import World
 
-    return World(POPULATION, seed=0, people=PEOPLE) if POPULATION is not None else None
+    return World(POPULATION, seed=seed, people=PEOPLE) if POPULATION is not None else None
+
+
+def measure_rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
+                    reward: RewardConfig, totals: Totals) -> list[Step]:
+    """The greedy replay of ``pairs`` every version is measured by: once per draw of people
+    (``--measure-worlds``), each with fresh people and a fresh server record; a step's
+    ``pair`` is its (world, edit) unit, ``world * len(pairs) + edit``."""
+    steps: list[Step] = []
+    for w in range(MEASURE_WORLDS if POPULATION is not None else 1):
+        part = rollout(pairs, cache, decide, reward, world=new_world(w), tracker=new_tracker(), totals=totals)
+        for step in part:
+            step.pair += w * len(pairs)
+        steps += part
+    return steps
 
 
 def new_tracker() -> Any:
@@ -523,8 +542,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
         totals = Totals()
-        measured = rollout(measure_pairs, here, greedy, reward, world=new_world(), tracker=new_tracker(),
-                           totals=totals)
+        measured = measure_rollout(measure_pairs, here, greedy, reward, totals)
         edits = per_edit(measured)
         if turn == 0:
             edits0 = edits
@@ -734,7 +752,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -799,6 +817,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--population", default=None, metavar="FILE.yaml",
                    help="simulated people of this population type the edits (configs/users/; default: the oracle)")
     p.add_argument("--people", type=int, default=16, help="people drawn from --population")
+    p.add_argument("--measure-worlds", type=int, default=1,
+                   help="measure every version on the later history typed by this many draws of "
+                        "--people people (world seeds 0, 1, ...; 0 is the people who collect): more "
+                        "people of each kind measured, for a tighter per-kind comparison")
     p.add_argument("--reward", choices=["accept", "kept"], default="accept",
                    help="accept: +0.75/-0.25 of the accept key; kept: users.KeptReward, of what was kept")
     p.add_argument("--personal", action=argparse.BooleanOptionalAction, default=False,
@@ -824,6 +846,7 @@ def main(argv: list[str] | None = None) -> dict:
     MAX_PER_PAIR = args.max_requests_per_pair
     ASK_AFTER_EDIT = args.ask_after_edit
     PEOPLE = max(1, args.people)
+    MEASURE_WORLDS = max(1, args.measure_worlds)
     PERSONAL = args.personal
     if args.population:
         from specialists.tab.users import PopulationError, load_population
@@ -867,12 +890,11 @@ def main(argv: list[str] | None = None) -> dict:
                       ("always_ensemble", lambda obs: [Decision(default_row(o)) for o in obs])):
         totals = Totals()
         ref[name] = {k2: round(v, 5) for k2, v in
-                     measure(rollout(later, cache, dec, reward, tracker=new_tracker(), totals=totals), totals).items()}
+                     measure(measure_rollout(later, cache, dec, reward, totals), totals).items()}
     kinds = [t.name for t in POPULATION.types] if POPULATION is not None else []
     for kind in kinds if len(kinds) > 1 else []:  # what knowing who types could add
         totals = Totals()
-        steps = rollout(later, cache, kind_decider(policy_decider(shipped, False), kind), reward,
-                        tracker=new_tracker(), totals=totals)
+        steps = measure_rollout(later, cache, kind_decider(policy_decider(shipped, False), kind), reward, totals)
         ref[f"shipped_but_never_show_{kind}"] = {
             **{k2: round(v, 5) for k2, v in measure(steps, totals).items()},
             "per_person": {name: {k2: v for k2, v in row.items() if k2 != "per_edit"}

@@ -108,8 +108,9 @@ def main(argv: list[str] | None = None) -> dict:
     for name, run in (("personal", pers), ("global", glob)):
         if not versions(run["rows"]):
             raise SystemExit(f"{name}: no per-person figures (run loop_learn.py with --population)")
-    same = ("population", "project", "people", "reward", "ask_after_edit", "measure_pairs")
-    diff = [k for k in same if pers["args"].get(k) != glob["args"].get(k)]
+    same = ("population", "project", "people", "reward", "ask_after_edit", "measure_pairs", "measure_worlds")
+    absent = {"measure_worlds": 1}  # runs from before the option measured one draw of people
+    diff = [k for k in same if pers["args"].get(k, absent.get(k)) != glob["args"].get(k, absent.get(k))]
     if diff:
         raise SystemExit(f"the two runs differ in {', '.join(diff)}: compare runs of the same world")
     best = max(versions(glob["rows"]), key=lambda r: r["reward"])

@@ -68,3 +68,21 @@ def test_the_kind_reference_silences_one_kind_and_leaves_the_rest_to_the_base(lo
     assert decide.by_kind
     out = decide([object(), object(), object()], ["taker", "impatient", "taker"])
     assert [d.index for d in out] == [3, 0, 3]
+
+
+def test_each_draw_of_people_is_its_own_unit(loop_learn, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """--measure-worlds: the later history is typed once per draw of people, and a step's
+    unit is (world, edit), so paired comparisons stay paired and kinds get more people."""
+    worlds = []
+
+    def fake_rollout(pairs, cache, decide, reward, world=None, tracker=None, totals=None):  # type: ignore[no-untyped-def]
+        worlds.append(world)
+        return [SimpleNamespace(pair=i) for i in range(len(pairs))]
+
+    monkeypatch.setattr(loop_learn, "rollout", fake_rollout)
+    monkeypatch.setattr(loop_learn, "new_world", lambda seed=0: f"world {seed}")
+    monkeypatch.setattr(loop_learn, "POPULATION", object())
+    monkeypatch.setattr(loop_learn, "MEASURE_WORLDS", 3)
+    steps = loop_learn.measure_rollout(["a", "b"], None, None, None, loop_learn.Totals())
+    assert worlds == ["world 0", "world 1", "world 2"]
+    assert [s.pair for s in steps] == [0, 1, 2, 3, 4, 5]
