@@ -267,6 +267,9 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
     slines = split_lines(_strip_fences(sketch))
     sk = SketchLines(slines, set(olines.keys), language)
     found = Search([], sketch_features(olines, sk), rules_text is not None, rules_reason)
+    okeys = set(olines.keys)
+    found.sketch_new = sum(1 for j, k in enumerate(sk.keys)
+                           if k and sk.kinds[j] == LineKind.CODE and k not in okeys)
     if rules_text is not None:
         st = rules_stats or {}
         rules = Candidate(
@@ -275,13 +278,13 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
             deleted_by_context=st.get("deleted_by_context", 0),
             deleted_by_remove=st.get("deleted_by_remove", 0), matched=1.0)
         # every other reading, for one question: does the sketch read to another clean file?
-        others = _candidates(found, olines, slines, sk, language, options)
+        # (their reading facts go on a scratch record: the rules' answer is not one of them)
+        scratch = Search([], found.sketch, True, rules_reason)
+        others = _candidates(scratch, olines, slines, sk, language, options)
         want = normalised(rules_text)
         found.alternatives = sum(1 for c in others
                                  if not c.failed and normalised(c.text) != want)
         found.rules_unread = all(c.text != rules_text for c in others)
-        found.dp_split = found.piecewise_failed = False
-        found.dp_cost = -1.0
         found.candidates = [rules]
         return found
     found.candidates = _candidates(found, olines, slines, sk, language, options)
@@ -302,7 +305,8 @@ def normalised(text: str) -> list[str]:
 def _candidates(found: Search, olines: Lines, slines: Lines, sk: SketchLines,
                 language: str | None, options: ApplyOptions) -> list[Candidate]:
     """Every reading the merger can make, one ``Candidate`` per distinct file that changes
-    the original (``found``'s reading facts written on the way)."""
+    the original (``found``'s reading facts — piecewise failed, the global reading's split
+    and cost — written on the way)."""
     if not any(k for j, k in enumerate(sk.keys) if sk.kinds[j] == LineKind.CODE):
         return []
     readings: list[tuple[str, Merger, list[str], list[int]]] = []
@@ -339,8 +343,6 @@ def _candidates(found: Search, olines: Lines, slines: Lines, sk: SketchLines,
                 more, _ = _dp(base, costs, (name, name))
                 readings += more[:1]
     okeys = set(olines.keys)
-    found.sketch_new = sum(1 for j, k in enumerate(sk.keys)
-                           if k and sk.kinds[j] == LineKind.CODE and k not in okeys)
     by_text: dict[str, Candidate] = {}
     for name, merger, lines, origin in readings:
         if lines == olines.raw:
