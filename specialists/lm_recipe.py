@@ -4,11 +4,21 @@ The Tab LM (``specialists/tab/pretrain.py``) and the applier's learned fallback
 (``specialists/apply/train_fallback.py``) share it: a byte-level BPE tokenizer trained here
 (GPT-2's scheme, so any UTF-8 text encodes without unknowns), a small GPT-2 with tied
 embeddings, AdamW with weight decay on the matrices only, and a schedule that follows a
-wall-clock budget (linear warm-up, then cosine decay to a tenth of the peak). Each caller
+wall-clock budget (linear warm-up, then cosine decay to a tenth of the peak), on the CPU or,
+where one is visible (``--device``), a GPU in bf16 autocast. Each caller
 brings its own corpus; prompt → answer trainers (the fallback, the next-edit model) share
 the batches that mask the prompt out of the loss. No weights come from a hub.
 
 It sits below both specialists (the layers forbid one specialist importing another).
+
+A prompt -> answer trainer can also save its cut examples (:func:`save_examples`: the
+prompt/answer pairs, the tokenizer's corpus and the special tokens, one self-describing
+``.jsonl.gz``) and train from them elsewhere with this file alone, run as a script — it
+imports nothing of the project, so a GPU machine with torch, transformers and tokenizers
+needs no other package:
+
+    python specialists/lm_recipe.py --examples runs/fallback_examples.jsonl.gz \
+        --out runs/apply_fallback --device cuda --minutes 8
 """
 
 from __future__ import annotations
@@ -25,10 +35,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EOS", "RecipeArgs", "add_arguments", "byte_level_bpe", "encode_examples", "fit", "from_arguments",
-           "masked_batch", "masked_val_loss", "small_gpt2", "train_prompt_answer"]
+__all__ = ["EOS", "EXAMPLES_FORMAT", "ExamplesArgs", "RecipeArgs", "add_arguments", "load_examples", "main",
+           "save_examples", "byte_level_bpe", "encode_examples", "fit", "from_arguments",
+           "masked_batch", "masked_val_loss", "resolve_device", "small_gpt2", "train_prompt_answer"]
 
 EOS = "<|endoftext|>"
+EXAMPLES_FORMAT = "complement-prompt-answer-examples/1"
+"""The first line of a :func:`save_examples` file names this format."""
 
 
 @dataclass
@@ -61,8 +74,35 @@ class RecipeArgs:
     """Validation loss printed and kept every this many steps."""
     threads: int = 2
     """torch CPU threads."""
+    device: str = "auto"
+    """``cpu``, ``cuda`` or ``auto`` (a GPU where one is visible); on a GPU the forward and
+    backward passes run in bf16 autocast, the weights and optimiser state in fp32."""
     seed: int = 0
     """Seeds the shuffles, the batches and the initial weights."""
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> ``cuda`` where torch sees a GPU, else ``cpu``; ``cuda`` without one is an
+    error that says so (rather than a failure deep inside the first step)."""
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {name}: torch sees no GPU here; use --device cpu (or auto)")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise ValueError(f"--device {name!r}: use cpu, cuda or auto")
+    return name
+
+
+def _autocast(model: Any, torch: Any) -> Any:
+    """bf16 autocast on a GPU, nothing on the CPU (where fp32 is the faster path here)."""
+    import contextlib
+
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def byte_level_bpe(texts: Sequence[str], vocab_size: int, special_tokens: Sequence[str] = ()) -> Any:
@@ -97,11 +137,13 @@ def fit(model: Any, args: RecipeArgs, next_batch: Callable[[], tuple[Any, Any]],
         ema: float = 0.98) -> dict[str, Any]:
     """Train ``model`` in place on ``next_batch()``'s ``(input_ids, labels)`` until the time
     budget (or ``max_steps``) runs out, printing and keeping ``evaluate()`` every
-    ``eval_every`` steps. Returns ``steps``, ``tokens`` (``count_tokens`` of each batch's
-    inputs; all of them by default), ``train_loss`` (its moving average), ``history`` and
-    ``minutes``."""
+    ``eval_every`` steps. The batches go to the model's device (put the model there first);
+    on a GPU the passes run in bf16 autocast. Returns ``steps``, ``tokens`` (``count_tokens``
+    of each batch's inputs; all of them by default), ``train_loss`` (its moving average),
+    ``history`` and ``minutes``."""
     import torch
 
+    device = next(model.parameters()).device
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -121,7 +163,9 @@ def fit(model: Any, args: RecipeArgs, next_batch: Callable[[], tuple[Any, Any]],
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = next_batch()
-        loss = model(input_ids=x, labels=y).loss
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with _autocast(model, torch):
+            loss = model(input_ids=x, labels=y).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -163,10 +207,12 @@ def masked_batch(items: Sequence[tuple[list[int], int]], torch: Any) -> tuple[An
 def masked_val_loss(model: Any, val: Sequence[tuple[list[int], int]], batch_size: int, torch: Any) -> float:
     """Mean loss per answer token of ``val`` (:func:`encode_examples` items)."""
     model.eval()
+    device = next(model.parameters()).device
     total = count = 0.0
-    with torch.no_grad():
+    with torch.no_grad(), _autocast(model, torch):
         for i in range(0, len(val), batch_size):
             x, y = masked_batch(val[i:i + batch_size], torch)
+            x, y = x.to(device), y.to(device)
             n = int((y[:, 1:] != -100).sum())
             total += float(model(input_ids=x, labels=y).loss) * n
             count += n
@@ -179,10 +225,12 @@ def train_prompt_answer(args: RecipeArgs, items: Sequence[tuple[str, str]], corp
     """The prompt -> answer trainers' common part: a tokenizer on ``corpus`` with
     ``special_tokens`` (``out/tokenizer.json``), ``items`` of at most ``n_positions`` tokens
     (the first ``val_examples``, at most a tenth, held for validation), a fresh small GPT-2
-    fitted with the prompt masked out of the loss and saved in ``out`` (a ``Path``). Returns
-    the run's figures."""
+    fitted with the prompt masked out of the loss (on ``args.device``) and saved in ``out`` (a
+    ``Path``; in safetensors shards of at most 15 MB, so a GPU machine's files come back
+    whole). Returns the run's figures."""
     import torch
 
+    device = resolve_device(args.device)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     tok = byte_level_bpe(corpus, args.vocab_size, special_tokens)
@@ -192,6 +240,7 @@ def train_prompt_answer(args: RecipeArgs, items: Sequence[tuple[str, str]], corp
     val, train_set = data[:n_val], data[n_val:]
     print(json.dumps({"examples": len(items), "fit": len(data), "train": len(train_set), "val": n_val}), flush=True)
     model = small_gpt2(args, tok)
+    model.to(device)  # type: ignore[arg-type]  # transformers' stubs type .to() narrowly
     rng = random.Random(args.seed)
 
     def next_batch() -> tuple[Any, Any]:
@@ -200,12 +249,14 @@ def train_prompt_answer(args: RecipeArgs, items: Sequence[tuple[str, str]], corp
     run = fit(model, args, next_batch, lambda: masked_val_loss(model, val, args.batch_size, torch),
               count_tokens=lambda x: int((x != 0).sum()), ema=0.95) if train_set else \
         {"steps": 0, "tokens": 0, "train_loss": None, "history": [], "minutes": 0.0}
-    model.save_pretrained(out, safe_serialization=True)
+    final_val = round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None
+    model.to("cpu")  # type: ignore[arg-type]
+    model.save_pretrained(out, safe_serialization=True, max_shard_size="15MB")
     return {
-        "examples": len(items), "examples_fit": len(data), "train_examples": len(train_set), "val_examples": n_val,
+        "device": device, "examples": len(items), "examples_fit": len(data), "train_examples": len(train_set), "val_examples": n_val,
         "parameters": sum(p.numel() for p in model.parameters()), "steps": run["steps"],
         "train_tokens_seen": run["tokens"], "train_minutes": run["minutes"],
-        "final_val_loss": round(masked_val_loss(model, val, args.batch_size, torch), 4) if val else None,
+        "final_val_loss": final_val,
         "final_train_loss": round(run["train_loss"], 4) if run["train_loss"] is not None else None,
         "history": run["history"],
     }
@@ -257,3 +308,92 @@ def from_arguments(cls: type, ns: argparse.Namespace) -> Any:
             items = [x for v in values[f.name] for x in str(v).split(",") if x]
             values[f.name] = tuple(items) if isinstance(default, tuple) else items
     return cls(**values)
+
+
+# -- examples cut in one place, trained on in another -----------------------------------
+def save_examples(path: Any, pairs: Sequence[tuple[str, str]], corpus: Sequence[str],
+                  special_tokens: Sequence[str], meta: dict[str, Any] | None = None) -> None:
+    """Write a self-describing examples file: a header line (the format, the special tokens,
+    ``meta``), then one line per corpus text and one per (prompt, answer). Written to a
+    temporary name and moved into place, so a failed write leaves no half file."""
+    import gzip
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".part")
+    with gzip.open(tmp, "wt", encoding="utf-8") as handle:
+        handle.write(json.dumps({"format": EXAMPLES_FORMAT, "special_tokens": list(special_tokens),
+                                 "corpus": len(corpus), "pairs": len(pairs), "meta": meta or {}}) + "\n")
+        for text in corpus:
+            handle.write(json.dumps({"corpus": text}) + "\n")
+        for prompt, answer in pairs:
+            handle.write(json.dumps({"prompt": prompt, "answer": answer}) + "\n")
+    os.replace(tmp, path)
+
+
+def load_examples(path: Any) -> tuple[list[tuple[str, str]], list[str], list[str], dict[str, Any]]:
+    """(pairs, corpus, special tokens, header) of a :func:`save_examples` file; a file of
+    another kind, or cut short, is a ``ValueError`` that says which."""
+    import gzip
+
+    pairs: list[tuple[str, str]] = []
+    corpus: list[str] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            header = json.loads(handle.readline() or "{}")
+            if header.get("format") != EXAMPLES_FORMAT:
+                raise ValueError(f"{path}: not an examples file (its first line should name "
+                                 f"{EXAMPLES_FORMAT}); write one with the trainer's --write-examples")
+            for line in handle:
+                row = json.loads(line)
+                if "corpus" in row:
+                    corpus.append(row["corpus"])
+                else:
+                    pairs.append((row["prompt"], row["answer"]))
+    except (OSError, EOFError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the examples ({exc})") from exc
+    if len(pairs) != header.get("pairs") or len(corpus) != header.get("corpus"):
+        raise ValueError(f"{path}: cut short ({len(pairs)} of {header.get('pairs')} examples, "
+                         f"{len(corpus)} of {header.get('corpus')} corpus texts)")
+    return pairs, corpus, list(header.get("special_tokens") or []), header
+
+
+@dataclass
+class ExamplesArgs(RecipeArgs):
+    examples: str = ""
+    """The examples file (:func:`save_examples`; e.g. ``python -m specialists.apply.train_fallback
+    --write-examples FILE``)."""
+    out: str = "runs/prompt_answer"
+    """Folder the tokenizer, model and ``train.json`` are written to."""
+    val_examples: int = 200
+    """Examples held out of training for the validation loss."""
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Train a prompt -> answer model from an examples file (see the module's docstring)."""
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description="Train a small prompt -> answer GPT-2 from an examples file.")
+    add_arguments(parser, ExamplesArgs)
+    args = from_arguments(ExamplesArgs, parser.parse_args(argv))
+    if not args.examples:
+        parser.error("--examples FILE is required")
+    try:
+        pairs, corpus, special, header = load_examples(args.examples)
+        resolve_device(args.device)
+    except ValueError as exc:
+        parser.error(str(exc))
+    random.Random(args.seed).shuffle(pairs)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    run = train_prompt_answer(args, pairs, corpus, special, out, args.val_examples)
+    figures = {"args": dataclasses.asdict(args), "examples_meta": header.get("meta", {}), **run}
+    (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in figures.items() if k != "history"}), flush=True)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -40,3 +40,28 @@ def test_values_parse_into_the_dataclass() -> None:
     assert args.projects == ("x", "y", "z") and args.files == ["f.py"]
     assert args.stdlib is False and args.minutes == 1.5 and args.n_layer == RecipeArgs().n_layer
     assert from_arguments(_Args, _parser().parse_args([])) == _Args()
+
+
+def test_the_device_resolves_or_is_refused_with_what_to_use() -> None:
+    import torch
+
+    from specialists.lm_recipe import resolve_device
+
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="cpu, cuda or auto"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no GPU"):
+            resolve_device("cuda")
+
+
+def test_training_from_examples_needs_the_file(capsys) -> None:
+    from specialists.lm_recipe import main
+
+    with pytest.raises(SystemExit):
+        main([])
+    assert "--examples FILE is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--examples", "/nonexistent/ex.jsonl.gz"])
+    assert "cannot read the examples" in capsys.readouterr().err

@@ -15,6 +15,13 @@ budget, linear warm-up then cosine decay), with the prompt's tokens masked out o
     python -m specialists.apply.train_fallback --out runs/apply_fallback --minutes 25
 
 Writes ``tokenizer.json``, ``config.json``, ``model.safetensors`` and ``train.json``.
+
+Cutting the examples takes minutes of CPU; training wants a GPU where there is one. The two
+can run apart: ``--write-examples FILE`` cuts and saves them (with the tokenizer's corpus and
+the special tokens) and stops, and ``python specialists/lm_recipe.py --examples FILE
+--device cuda ...`` trains the same model from that file alone on a machine that has torch,
+transformers and tokenizers and nothing else of the project (``benchmarks/device_fallback.sh``
+is that run, prepared).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from typing import Any, Iterator
 
 from specialists.apply.regions import (END, SPECIAL_TOKENS, format_prompt, lines_of, region_target,
                                        regions)
-from specialists.lm_recipe import RecipeArgs, add_arguments, from_arguments, train_prompt_answer
+from specialists.lm_recipe import RecipeArgs, add_arguments, from_arguments, save_examples, train_prompt_answer
 
 __all__ = ["FallbackArgs", "PROJECTS", "examples", "train"]
 
@@ -55,6 +62,9 @@ class FallbackArgs(RecipeArgs):
     """Cap on commits per project (0: all); tests use a tiny one."""
     val_examples: int = 200
     """Examples held out of training for the validation loss."""
+    write_examples: str = ""
+    """Cut the examples, save them to this ``.jsonl.gz`` (``lm_recipe.save_examples``) and stop
+    without training: train from it with ``python specialists/lm_recipe.py --examples FILE``."""
 
 
 def _rows(path: Path, skip: int) -> list[dict[str, Any]]:
@@ -117,9 +127,8 @@ def examples(rows: list[dict[str, Any]], seed: int = 1) -> Iterator[tuple[str, s
 
 
 def train(args: FallbackArgs) -> dict[str, Any]:
-    """Cut the examples, train tokenizer and model; returns the figures in ``train.json``."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    """Cut the examples, train tokenizer and model; returns the figures in ``train.json``
+    (with ``write_examples``: cut and save the examples only)."""
     t0 = time.time()
     rows: list[dict[str, Any]] = []
     per_project: dict[str, int] = {}
@@ -129,10 +138,19 @@ def train(args: FallbackArgs) -> dict[str, Any]:
             got = got[:args.max_commits]
         per_project[name] = len(got)
         rows += got
-    pairs = list(examples(rows, args.seed + 1))
-    random.Random(args.seed).shuffle(pairs)
+    cut = list(examples(rows, args.seed + 1))
+    pairs = list(cut)
+    random.Random(args.seed).shuffle(pairs)  # lm_recipe.main shuffles a saved file's pairs alike
     corpus = [row["after"] for row in rows] + [p + a for p, a in pairs[:2000]]
     prep_s = time.time() - t0
+    if args.write_examples:
+        save_examples(args.write_examples, cut, corpus, SPECIAL_TOKENS,
+                      {"commits": per_project, "projects": list(args.projects), "dev_skip": args.dev_skip,
+                       "seed": args.seed, "recipe": "specialists.apply.train_fallback"})
+        return {"args": asdict(args), "commits": per_project, "prep_seconds": round(prep_s, 1),
+                "examples": len(cut), "written": args.write_examples}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     run = train_prompt_answer(args, pairs, corpus, SPECIAL_TOKENS, out, args.val_examples)
     figures = {"args": asdict(args), "commits": per_project, "prep_seconds": round(prep_s, 1), **run}
     (out / "train.json").write_text(json.dumps(figures, indent=1) + "\n")

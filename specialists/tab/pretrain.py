@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from specialists.lm_recipe import EOS, RecipeArgs, byte_level_bpe, fit, small_gpt2
+from specialists.lm_recipe import EOS, RecipeArgs, byte_level_bpe, fit, resolve_device, small_gpt2
 
 __all__ = ["PretrainArgs", "corpus_files", "train_tokenizer", "pretrain"]
 
@@ -39,8 +39,6 @@ class PretrainArgs(RecipeArgs):
     """Add the interpreter's standard library (tests and site-packages excluded)."""
     val_fraction: float = 0.02
     """Share of the corpus's tokens (the first ones, at least four contexts) held out for the validation loss."""
-    device: str = "auto"
-    """``cpu``, ``cuda`` or ``auto`` (a GPU where one is visible)."""
     max_corpus_chars: int = 0
     """Cap on corpus size (0: no cap); tests use a tiny one."""
     extra_files: list[str] = field(default_factory=list)
@@ -156,7 +154,7 @@ def pretrain(args: PretrainArgs) -> dict:
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    device = resolve_device(args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import json
 from pathlib import Path
 
@@ -100,12 +101,8 @@ def test_checked_merge_abstains_on_invented_dropped_or_broken_answers() -> None:
     assert not unended.applied
 
 
-@pytest.fixture(scope="module")
-def tiny_fallback(tmp_path_factory) -> Path:
-    """A fallback model trained for a few steps on a toy history (seconds)."""
-    from specialists.apply.train_fallback import FallbackArgs, train
-
-    data = tmp_path_factory.mktemp("fb_data")
+def _toy_history(data: Path) -> Path:
+    """A toy project's history: six one-line edits of ``BEFORE`` (``toy.jsonl.gz``)."""
     rows = []
     for i in range(6):
         sk_after = BEFORE.replace(f"    return y * {i}\n", f"    return y * {i} + 1\n")
@@ -115,6 +112,15 @@ def tiny_fallback(tmp_path_factory) -> Path:
     with gzip.open(data / "toy.jsonl.gz", "wt") as fh:
         for row in rows:
             fh.write(json.dumps(row) + "\n")
+    return data
+
+
+@pytest.fixture(scope="module")
+def tiny_fallback(tmp_path_factory) -> Path:
+    """A fallback model trained for a few steps on a toy history (seconds)."""
+    from specialists.apply.train_fallback import FallbackArgs, train
+
+    data = _toy_history(tmp_path_factory.mktemp("fb_data"))
     out = tmp_path_factory.mktemp("fb_model")
     figures = train(FallbackArgs(out=str(out), data=str(data), projects=("toy",), dev_skip=0,
                                  vocab_size=400, n_embd=32, n_layer=1, n_head=2, n_positions=512,
@@ -165,3 +171,99 @@ def test_apply_specialist_fallback_option(tiny_fallback: Path) -> None:
     if result["status"] == "applied":
         assert result["stats"]["method"] in ("deterministic", "learned_fallback")
     assert ApplySpecialist().health()["learned_fallback"] is None
+
+
+def test_examples_cut_here_train_the_same_model_from_the_recipe_alone(tmp_path: Path) -> None:
+    """--write-examples then ``specialists/lm_recipe.py --examples`` (what a GPU machine runs,
+    with nothing of the project but that file) trains the very model the one-process run does."""
+    import subprocess
+    import sys
+
+    from safetensors.numpy import load_file
+
+    from specialists.apply.train_fallback import FallbackArgs, train
+    from specialists.lm_recipe import load_examples
+
+    data = _toy_history(tmp_path)
+    shape = dict(vocab_size=400, n_embd=32, n_layer=1, n_head=2, n_positions=512, batch_size=2,
+                 minutes=0.0, max_steps=3, val_examples=2, eval_every=2, warmup_steps=50, threads=1)
+    here = tmp_path / "here"
+    train(FallbackArgs(out=str(here), data=str(data), projects=("toy",), dev_skip=0, **shape))
+    saved = tmp_path / "ex.jsonl.gz"
+    wrote = train(FallbackArgs(out=str(tmp_path / "unused"), data=str(data), projects=("toy",), dev_skip=0,
+                               write_examples=str(saved), **shape))
+    assert not (tmp_path / "unused").exists() and wrote["examples"] > 0
+    pairs, corpus, special, header = load_examples(saved)
+    assert len(pairs) == wrote["examples"] and "<|orig|>" in special and header["meta"]["commits"] == {"toy": 6}
+
+    there = tmp_path / "there"
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in shape.items()]
+    script = Path(__file__).resolve().parents[2] / "specialists" / "lm_recipe.py"
+    done = subprocess.run([sys.executable, str(script), "--examples", str(saved), "--out", str(there),
+                           "--device", "cpu", *flags], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)  # run as a script, outside the repository: no project import
+    assert done.returncode == 0, done.stderr
+    assert json.loads((there / "train.json").read_text())["steps"] == 3
+    assert (here / "tokenizer.json").read_text() == (there / "tokenizer.json").read_text()
+    a, b = load_file(here / "model.safetensors"), load_file(there / "model.safetensors")
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+
+
+def test_a_wrong_or_cut_examples_file_is_refused_clearly(tmp_path: Path) -> None:
+    from specialists.lm_recipe import load_examples, save_examples
+
+    other = tmp_path / "other.jsonl.gz"
+    with gzip.open(other, "wt") as fh:
+        fh.write(json.dumps({"repo": "toy"}) + "\n")
+    with pytest.raises(ValueError, match="not an examples file"):
+        load_examples(other)
+    good = tmp_path / "good.jsonl.gz"
+    save_examples(good, [("p1", "a1"), ("p2", "a2")], ["corpus"], ["<|x|>"])
+    assert load_examples(good)[0] == [("p1", "a1"), ("p2", "a2")]
+    lines = gzip.open(good, "rt").read().splitlines()
+    with gzip.open(tmp_path / "cut.jsonl.gz", "wt") as fh:
+        fh.write("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(ValueError, match="cut short"):
+        load_examples(tmp_path / "cut.jsonl.gz")
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_the_prepared_device_run_works_end_to_end_on_a_cpu(tmp_path: Path) -> None:
+    """benchmarks/device_fallback.sh (the one GPU run prepared for a device session) on the
+    CPU with a tiny budget: its parts put back together are a model the fallback loads."""
+    import subprocess
+    import sys
+    import tarfile
+
+    from specialists.apply.fallback import RegionFallback
+    from specialists.apply.train_fallback import FallbackArgs, train
+
+    root = Path(__file__).resolve().parents[2]
+    saved = tmp_path / "ex.jsonl.gz"
+    train(FallbackArgs(data=str(_toy_history(tmp_path)), projects=("toy",), dev_skip=0, write_examples=str(saved)))
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "DEVICE": "cpu", "PYTHON": sys.executable, "MINUTES": "0",
+           "SHAPE": "--vocab-size 400 --n-embd 32 --n-layer 1 --n-head 2 --n-positions 512 --batch-size 2 "
+                    "--max-steps 2 --val-examples 2"}
+    done = subprocess.run(["bash", str(root / "benchmarks" / "device_fallback.sh"), str(saved)], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    parts = sorted(out.glob("fallback.tgz.part-*"))
+    assert parts and (out / "train.json").exists() and (out / "train.log").exists()
+    assert len(list(out.iterdir())) <= 8  # what the device tool brings back
+    archive = tmp_path / "model.tgz"
+    archive.write_bytes(b"".join(p.read_bytes() for p in parts))
+    model_dir = tmp_path / "model"
+    with tarfile.open(archive) as tar:
+        tar.extractall(model_dir, filter="data")
+    assert RegionFallback.load(model_dir) is not None
+
+
+def test_the_prepared_device_run_refuses_without_examples(tmp_path: Path) -> None:
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(["bash", str(root / "benchmarks" / "device_fallback.sh"), str(tmp_path / "none.gz")],
+                          cwd=root, env={**os.environ, "OUT": str(tmp_path / "out")}, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "cut them first" in done.stderr
