@@ -105,6 +105,8 @@ def _print(out: dict[str, Any]) -> None:
         print(f"FAIL {example}")
     for error in out["errors"]:
         print(f"ERROR {error}")
+    for case in out.get("unanswered_examples", []):
+        print(f"UNANSWERED {json.dumps(case, default=repr)[:4000]}")
 
 
 if __name__ == "__main__":

@@ -174,6 +174,7 @@ def run_contract(base_url: str, *, max_examples: int = 20, stateful_examples: in
     links: Counter[str] = Counter()
     links_ok: Counter[str] = Counter()
     examples: list[dict[str, Any]] = []
+    unanswered: list[dict[str, Any]] = []
     errors: list[str] = []
     started = time.monotonic()
     stop_reason = None
@@ -184,7 +185,7 @@ def run_contract(base_url: str, *, max_examples: int = 20, stateful_examples: in
                                                             else str(phase))
             _count(event.recorder, phase_name.lower(), cases_by_phase, cases_by_operation,
                    statuses, failures_by_check, unexpressible, checks_run, links, links_ok,
-                   examples, keep_failures)
+                   examples, keep_failures, unanswered)
         elif isinstance(event, ev.NonFatalError):
             errors.append(f"{event.label}: {type(event.value).__name__}: {event.value}"[:500])
         elif isinstance(event, ev.FatalError):
@@ -208,6 +209,7 @@ def run_contract(base_url: str, *, max_examples: int = 20, stateful_examples: in
         "flows_missing": sorted(k for k in wanted if not _reached(links_ok, k)),
         "errors": errors[:keep_failures],
         "failure_examples": examples,
+        "unanswered_examples": unanswered,
         "stop_reason": stop_reason,
         "seconds": round(time.monotonic() - started, 1),
         "max_examples": max_examples, "stateful_examples": stateful_examples or max_examples,
@@ -264,7 +266,7 @@ def _count(recorder: Any, phase: str, by_phase: Counter[str], by_operation: Coun
            statuses: dict[str, Counter[str]], failures: Counter[str],
            unexpressible: Counter[str], checks_run: Counter[str],
            links: Counter[str], links_ok: Counter[str], examples: list[dict[str, Any]],
-           keep: int) -> None:
+           keep: int, unanswered: list[dict[str, Any]] | None = None) -> None:
     for case_id, node in recorder.cases.items():
         interaction = recorder.interactions.get(case_id)
         if interaction is None:  # never sent (a shrinking step that reused a response)
@@ -276,6 +278,11 @@ def _count(recorder: Any, phase: str, by_phase: Counter[str], by_operation: Coun
         response = interaction.response
         status = str(response.status_code) if response is not None else "no answer"
         statuses[op][status] += 1
+        if response is None and unanswered is not None and len(unanswered) < keep:
+            # a request the server did not answer in time: kept whole, to be replayed
+            unanswered.append({"phase": phase, "operation": op, "body": case.body,
+                               "query": getattr(case, "query", None),
+                               "headers": dict(getattr(case, "headers", None) or {})})
         if node.transition is not None and node.parent_id in recorder.cases:
             name = str(node.transition.id)
             links[name] += 1
