@@ -59,6 +59,14 @@ its gain over turn 0 and that gain's SE, paired by edit — every version replay
 later-history edits, so what two versions do alike on an edit cancels
 (:func:`paired_gain`). The summary's ``paired_passes`` is gain > 2 × ``paired_se``; the
 issue's bar stays the per-request pooled one.
+
+With people who switch Tab off (``patience``), reward per request leaves out the requests
+Tab off did not make; ``reward_per_ask`` counts them at 0 (:func:`per_ask`; per kind too,
+and the rise checked on it as ``passes_per_ask``). For a population of several kinds the
+setup also measures, per kind, the shipped policy with that kind shown nothing — a policy
+told who is typing (:func:`kind_decider`): what personalising for that kind alone could
+add. ``--measure-worlds K`` measures every version on K draws of people (world 0 the
+people who collect), each (world, edit) a unit.
 """
 
 from __future__ import annotations
