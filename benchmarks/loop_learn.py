@@ -61,7 +61,7 @@ later-history edits, so what two versions do alike on an edit cancels
 issue's bar stays the per-request pooled one.
 
 With people who switch Tab off (``patience``), reward per request leaves out the requests
-Tab off did not make; ``reward_per_ask`` counts them at 0 (:func:`per_ask`; per kind too,
+Tab off did not make; ``reward_per_ask`` counts them at 0 (``rewards.per_ask``; per kind too,
 and the rise checked on it as ``passes_per_ask``). For a population of several kinds the
 setup also measures, per kind, the shipped policy with that kind shown nothing — a policy
 told who is typing (:func:`kind_decider`): what personalising for that kind alone could
@@ -94,6 +94,7 @@ from specialists.tab.harness import ObservationCache, pair_key  # noqa: E402
 from specialists.tab.loop.gate import paired_se  # noqa: E402
 from specialists.tab.loop.lm_learner import LMLearner, Step, target_logps  # noqa: E402
 from specialists.tab.replay import RewardConfig, Session  # noqa: E402
+from specialists.tab.rewards import per_ask  # noqa: E402
 from specialists.tab.users import KeptReward  # noqa: E402
 
 
@@ -376,26 +377,11 @@ def measure(steps: list[Step], totals: Totals | None = None) -> dict[str, float]
     return out
 
 
-def per_ask(rewards: Sequence[float], tab_off: int) -> tuple[float, float]:
-    """Reward per request the editor would have made had Tab been on — the requests Tab off
-    did not make count at 0 — and its SE. Reward per request leaves those out, so a policy
-    that drives someone to switch Tab off loses their later (often negative) requests from
-    its denominator, and one that keeps them on gains them: this reading does not move with
-    how many requests the policy leaves to be made. A second reading beside the issue's."""
-    n = len(rewards) + tab_off
-    if n == 0:
-        return 0.0, 0.0
-    mean = sum(rewards) / n
-    sq = sum(r * r for r in rewards)
-    var = max(0.0, sq - n * mean * mean) / max(1, n - 1)
-    return mean, math.sqrt(var / n)
-
-
 def per_person(steps: Sequence[Step], totals: Totals | None = None) -> dict[str, dict[str, float]]:
     """Per kind of person (the population's ``type``): requests, reward per request and its
     SE with the *edit* as the unit (one person types each edit), show rate, switch-offs, and
     the reward and requests per edit; with ``totals`` also the requests Tab off did not make
-    (``tab_off``) and the reward per request asked (:func:`per_ask`)."""
+    (``tab_off``) and the reward per request asked (``rewards.per_ask``)."""
     kinds: dict[str, list[Step]] = {}
     for s in steps:
         kinds.setdefault(getattr(s, "person", ""), []).append(s)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["KeptReward"]
+__all__ = ["KeptReward", "per_ask"]
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,20 @@ class KeptReward:
         if outcome.undone_after is not None and outcome.undone_after <= self.window:
             return 0
         return int(outcome.chars_kept)
+
+
+def per_ask(rewards: "list[float] | tuple[float, ...]", not_asked: int) -> tuple[float, float]:
+    """Reward per request *asked* and its standard error: the mean of ``rewards`` (the
+    requests made) with ``not_asked`` more requests at 0 — those the editor did not make
+    while the person had Tab switched off. Reward per request leaves those out, so a policy
+    that drives someone to switch Tab off loses their later (often negative) requests from
+    its denominator, and one that keeps them on gains them back; this reading does not move
+    with how many requests a policy leaves to be made."""
+    import math
+
+    n = len(rewards) + not_asked
+    if n == 0:
+        return 0.0, 0.0
+    mean = sum(rewards) / n
+    var = max(0.0, sum(r * r for r in rewards) - n * mean * mean) / max(1, n - 1)
+    return mean, math.sqrt(var / n)

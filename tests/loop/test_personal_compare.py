@@ -72,3 +72,20 @@ def test_a_real_difference_survives_cross_fitting(tmp_path: Path) -> None:
 def test_splits_must_not_be_negative(tmp_path: Path) -> None:
     done = _run(tmp_path, [], [], "--splits", "-1")
     assert done.returncode == 2 and "--splits" in done.stderr
+
+
+def test_runs_measured_on_different_draws_of_people_are_refused(tmp_path: Path) -> None:
+    edits = [str(i) for i in range(8)]
+    rows = [_row(0, 0, {e: [1.0, 10] for e in edits})]
+    files = []
+    for name, worlds in (("personal", 4), ("global", None)):  # a run from before the option: 1
+        f = tmp_path / f"{name}.json"
+        f.write_text(json.dumps({"args": {**ARGS, **({"measure_worlds": worlds} if worlds else {})}, "rows": rows}))
+        files.append(str(f))
+    done = subprocess.run([sys.executable, str(SCRIPT), *files], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "measure_worlds" in done.stderr
+    same = tmp_path / "global1.json"
+    same.write_text(json.dumps({"args": {**ARGS, "measure_worlds": 1}, "rows": rows}))
+    done = subprocess.run([sys.executable, str(SCRIPT), files[1], str(same)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

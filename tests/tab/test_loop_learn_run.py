@@ -1,0 +1,47 @@
+"""benchmarks/loop_learn.py run as a script on a toy history (issue 35's readings): reward per
+request asked beside reward per request, Tab-off requests per kind, the per-kind reference
+told who types, and every version measured on several draws of people."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_a_mixed_population_run_reports_every_reading(toy_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "loop_learn.py"), str(toy_data), "--project", "toy",
+         "--seeds", "0", "--turns", "1", "--events-per-turn", "30", "--start", "shipped", "--learner", "ppo",
+         "--epochs", "1", "--reward", "kept", "--ask-after-edit", "--population",
+         str(ROOT / "configs" / "users" / "mixed.yaml"), "--people", "4", "--personal", "--measure-worlds", "2",
+         "--cache-dir", str(tmp_path / "cache"), "--out", str(out), "--curve", str(tmp_path / "c.png")],
+        cwd=ROOT, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(out.read_text())
+    measured = run["setup"]["measure_pairs"]
+    assert run["rows"][0]["tab_off"] > 0 and set(run["rows"][0]["per_person"]) == {"impatient", "taker"}
+    for row in run["rows"]:
+        # per request asked: the same reward summed, over the requests made and those not made
+        total = row["reward"] * row["requests"]
+        assert row["reward_per_ask"] * (row["requests"] + row["tab_off"]) == pytest.approx(total, abs=1e-3)
+        kinds = row["per_person"]
+        assert sum(k["tab_off"] for k in kinds.values()) == row["tab_off"]
+        assert kinds.get("taker", {}).get("tab_off", 0) == 0  # takers never switch Tab off
+        # two draws of people: units run past the edits of one
+        units = {int(u) for k in kinds.values() for u in k["per_edit"]}
+        assert max(units) >= measured and max(units) < 2 * measured
+    rise = next(iter(run["rise"].values()))
+    assert {"gain_per_ask", "pooled_se_per_ask", "passes_per_ask"} <= set(rise)
+    ref = run["setup"]["reference"]
+    for kind in ("impatient", "taker"):
+        silenced = ref[f"shipped_but_never_show_{kind}"]["per_person"][kind]
+        # shown nothing: no reward, no dismissals, never switched off
+        assert silenced["reward"] == 0 and silenced["show_rate"] == 0 and silenced["tab_off"] == 0
