@@ -66,7 +66,10 @@ and the rise checked on it as ``passes_per_ask``). For a population of several k
 setup also measures, per kind, the shipped policy with that kind shown nothing — a policy
 told who is typing (:func:`kind_decider`): what personalising for that kind alone could
 add. ``--measure-worlds K`` measures every version on K draws of people (world 0 the
-people who collect), each (world, edit) a unit.
+people who collect), each (world, edit) a unit. ``--gate-edits N`` gates each
+policy-gradient update as the product's loop does (:func:`offline_gate`): the N latest
+earlier edits are kept out of collection, and a candidate worse there than the deployed
+version by more than ``--gate-margin`` (95% interval, paired by edit) is held back.
 """
 
 from __future__ import annotations
@@ -484,14 +487,36 @@ def always_show_start(shipped: Any, pairs: Sequence[Pair], cache: ObservationCac
     return policy, info
 
 
+def offline_gate(pairs: Sequence[Pair], cache: ObservationCache, candidate: Any, deployed: Any,
+                 reward: RewardConfig, margin: float) -> dict[str, Any]:
+    """The simulated loop's gate on held-out earlier edits: both versions replay ``pairs``
+    greedily, typed by the same people (world 0, a fresh server record each), paired by edit
+    (:func:`specialists.tab.loop.gate.paired_difference`); the candidate passes when the 95%
+    interval of its difference is above ``-margin``."""
+    from specialists.tab.loop.gate import paired_difference
+
+    def units(policy: Any) -> dict[int, tuple[float, int]]:
+        return per_edit(rollout(pairs, cache, policy_decider(policy, False), reward, world=new_world(0),
+                                tracker=new_tracker()))
+
+    new, old = units(candidate), units(deployed)
+    keys = sorted(set(new) | set(old))
+    diff, low, high, _, _ = paired_difference([new.get(k, (0.0, 0)) for k in keys],
+                                              [old.get(k, (0.0, 0)) for k in keys])
+    return {"passed": bool(low > -margin), "difference": round(diff, 5), "ci": [round(low, 5), round(high, 5)]}
+
+
 # -- one learning run -------------------------------------------------------------------
 def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect_pool: list[Pair],
           measure_pairs: list[Pair], cache: ObservationCache, reward: RewardConfig,
           log: Callable[[dict], None], lm_variant: str = "frozen", lm_start: dict | None = None,
-          nll_items: Sequence[tuple] = ()) -> list[dict]:
+          nll_items: Sequence[tuple] = (), gate_pairs: Sequence[Pair] = ()) -> list[dict]:
     """One learning run. ``lm_variant`` ``pg`` / ``pg_sft``: the LM (``cache.lm``) learns
     too (:class:`LMLearner`), from ``lm_start`` (its shipped weights, restored at the end);
-    every version after the first is then observed afresh (:class:`FreshCache`)."""
+    every version after the first is then observed afresh (:class:`FreshCache`).
+    ``gate_pairs`` (``--gate-edits``): each policy-gradient update is a candidate that ships
+    only past the gate (:func:`offline_gate`); one held back leaves the deployed version as it
+    was, to collect and be updated again next turn."""
     import torch
 
     from specialists.tab.loop.bandit import LinUCB, cross_fitted_values
@@ -586,7 +611,13 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
                 examples = [(s.obs, s.index, s.outcome.reward) for s in batch]
                 q_values = cross_fitted_values(q_model, examples)
                 q_model.update(examples)
+            deployed = copy.deepcopy(policy) if gate_pairs else None
             stats = policy.ppo_update([x for part in kept for x in part], ppo, q_values=q_values)
+            if deployed is not None:
+                verdict = offline_gate(gate_pairs, here, policy, deployed, reward, args.gate_margin)
+                row["gate"] = verdict
+                if not verdict["passed"]:
+                    policy = deployed  # held back: the deployed version (and its optimiser state) stays
             for k in ("kl", "grad_norm", "clip_frac", "entropy", "epochs", "is_weight", "is_clipped"):
                 row[k] = round(stats[f"tab/{k}"], 5)
             row["trained_on"] = sum(len(p) for p in kept)
@@ -595,7 +626,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         row["seconds"] = round(time.monotonic() - t0, 2)
         rows.append(row)
         log(row)
-    assert policy.version - version0 == (0 if bandit is not None else args.turns)
+    held = sum(1 for r in rows if not r.get("gate", {"passed": True})["passed"])
+    assert policy.version - version0 == (0 if bandit is not None else args.turns - held)
     if lm_learner is not None:
         cache.lm.model.load_state_dict(lm_start)  # the shared cache's LM again
         cache.lm.weights_changed()
@@ -811,6 +843,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--population", default=None, metavar="FILE.yaml",
                    help="simulated people of this population type the edits (configs/users/; default: the oracle)")
     p.add_argument("--people", type=int, default=16, help="people drawn from --population")
+    p.add_argument("--gate-edits", type=int, default=0,
+                   help="as the product's loop does, gate each policy-gradient update: this many of the "
+                        "latest earlier-history edits are kept out of collection, and a candidate ships only "
+                        "if, replayed on them, it is not worse than the deployed version by more than "
+                        "--gate-margin (95%% interval, paired by edit); 0: every update ships")
+    p.add_argument("--gate-margin", type=float, default=0.005,
+                   help="the gate's margin, reward per request (the live loop's default)")
     p.add_argument("--measure-worlds", type=int, default=1,
                    help="measure every version on the later history typed by this many draws of "
                         "--people people (world seeds 0, 1, ...; 0 is the people who collect): more "
@@ -836,6 +875,10 @@ def main(argv: list[str] | None = None) -> dict:
         p.error(f"--learner takes {', '.join(LEARNERS)} and --start {', '.join(STARTS)} "
                 f"(comma-separated); got {', '.join(unknown) or 'none'}")
     lm_variants = [s for s in args.lm.split(",") if s]
+    if args.gate_edits and lm_variants != ["frozen"]:
+        p.error("--gate-edits gates the policy's updates only; with --lm the LM's would ship ungated")
+    if args.gate_edits < 0:
+        p.error("--gate-edits must be 0 (no gate) or more")
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
     ASK_AFTER_EDIT = args.ask_after_edit
@@ -875,7 +918,14 @@ def main(argv: list[str] | None = None) -> dict:
         later = sorted(random.Random("measure").sample(later, args.measure_pairs), key=lambda q: q.date)
     if args.collect_from == "later":
         collect_pool = list(later)
+    gate_pairs: list[Pair] = []
+    if args.gate_edits:  # the latest earlier edits, kept out of collection for the gate to replay
+        if args.gate_edits >= len(collect_pool):
+            raise SystemExit(f"--gate-edits {args.gate_edits}: the earlier history has only "
+                             f"{len(collect_pool)} pairs to collect on")
+        collect_pool, gate_pairs = collect_pool[:-args.gate_edits], collect_pool[-args.gate_edits:]
     info: dict[str, Any] = {"project": args.project, "collect_from": args.collect_from,
+                            "gate_pairs": len(gate_pairs),
                             "collect_pairs": len(collect_pool),
                             "collect_dates": [collect_pool[0].date[:10], collect_pool[-1].date[:10]],
                             "measure_pairs": len(later), "measure_dates": [later[0].date[:10], later[-1].date[:10]]}
@@ -936,6 +986,7 @@ def main(argv: list[str] | None = None) -> dict:
             for learner in learners:
                 for variant in lm_variants:
                     rows += learn(start, learner, seed, args, collect_pool, later, cache, reward, log,
+                                  gate_pairs=gate_pairs,
                                   lm_variant=variant, lm_start=lm_start, nll_items=nll_items)
             if cache.misses:
                 cache.save()

@@ -45,3 +45,34 @@ def test_a_mixed_population_run_reports_every_reading(toy_data: Path, tmp_path: 
         silenced = ref[f"shipped_but_never_show_{kind}"]["per_person"][kind]
         # shown nothing: no reward, no dismissals, never switched off
         assert silenced["reward"] == 0 and silenced["show_rate"] == 0 and silenced["tab_off"] == 0
+
+
+def _run(toy_data: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "loop_learn.py"), str(toy_data), "--project", "toy",
+         "--seeds", "0", "--start", "shipped", "--epochs", "1", "--events-per-turn", "30", "--reward", "kept",
+         "--population", str(ROOT / "configs" / "users" / "mixed.yaml"), "--people", "4",
+         "--cache-dir", str(tmp_path / "cache"), "--out", str(tmp_path / "run.json"),
+         "--curve", str(tmp_path / "c.png"), *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=540)
+
+
+@pytest.mark.timeout(600)
+def test_the_offline_gate_judges_every_update_on_edits_kept_out_of_collection(toy_data: Path,
+                                                                                tmp_path: Path) -> None:
+    done = _run(toy_data, tmp_path, "--turns", "2", "--learner", "ppo", "--gate-edits", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["setup"]["gate_pairs"] == 1 and run["setup"]["collect_pairs"] == 3  # 6 pairs: 4 earlier
+    for row in run["rows"][:-1]:  # every update judged: paired difference, its interval, the verdict
+        gate = row["gate"]
+        assert gate["ci"][0] <= gate["difference"] <= gate["ci"][1]
+        assert gate["passed"] == (gate["ci"][0] > -0.005)
+    assert "gate" not in run["rows"][-1]  # the last measurement trains nothing
+
+
+def test_a_gate_larger_than_the_earlier_history_is_refused(toy_data: Path, tmp_path: Path) -> None:
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--gate-edits", "4")
+    assert done.returncode != 0 and "--gate-edits 4" in done.stderr
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--gate-edits", "1", "--lm", "pg")
+    assert done.returncode == 2 and "--gate-edits" in done.stderr
