@@ -189,6 +189,11 @@ class Totals:
     """``tab_off`` per kind of person (the population's ``type``)."""
 
 
+def kind_of(session: Session) -> str:
+    """The kind (the population's ``type``) of the person typing ``session``; "" for the oracle."""
+    return session.person.kind if session.person is not None else ""  # type: ignore[attr-defined]
+
+
 def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
             prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
@@ -227,7 +232,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 session.respond(None)  # Tab is off: the editor asks nothing
                 if totals is not None:
                     totals.tab_off += 1
-                    kind = session.person.kind if session.person is not None else ""  # type: ignore[attr-defined]
+                    kind = kind_of(session)
                     totals.tab_off_by_kind[kind] = totals.tab_off_by_kind.get(kind, 0) + 1
             if req is not None:
                 live.append(i)
@@ -248,7 +253,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
                                                               clocks[ids[i]], req.cursor))
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
-            decided = decide(obs, [getattr(sessions[i][0].person, "kind", "") for i in active])  # type: ignore[call-arg]
+            decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
         else:
             decided = decide(obs)
         for i, req, o, d in zip(active, reqs, obs, decided):
@@ -256,7 +261,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
-            step.person = session.person.kind if session.person is not None else ""  # type: ignore[attr-defined]
+            step.person = kind_of(session)  # type: ignore[attr-defined]
             if tracker is not None and step.outcome.shown and sug is not None:
                 tracker.outcome(str(ids[i]), session.pair.repo, step.outcome.accepted, len(sug.text),
                                 step.outcome.chars_saved)
@@ -416,6 +421,14 @@ def per_edit(steps: Sequence[Step]) -> dict[int, tuple[float, int]]:
     return out
 
 
+def aligned(after: dict[int, tuple[float, int]], before: dict[int, tuple[float, int]]
+            ) -> tuple[list[tuple[float, int]], list[tuple[float, int]]]:
+    """Two versions' per-edit (reward sum, requests) as paired lists over every edit either
+    saw, an edit one of them did not see counting as (0, 0) there."""
+    edits = sorted(set(after) | set(before))
+    return [after.get(e, (0.0, 0)) for e in edits], [before.get(e, (0.0, 0)) for e in edits]
+
+
 def paired_gain(before: dict[int, tuple[float, int]] | None,
                 after: dict[int, tuple[float, int]]) -> tuple[float, float]:
     """Reward per request of ``after`` minus ``before`` (0 when None) and its standard error
@@ -423,10 +436,7 @@ def paired_gain(before: dict[int, tuple[float, int]] | None,
     paired estimator (:func:`specialists.tab.loop.gate.paired_se`, the delta method for a
     difference of two ratio estimators), an edit one of them did not see counting as
     (0, 0) there; NaN for the error of a single edit."""
-    edits = sorted(set(after) | set(before or {}))
-    new = [after.get(e, (0.0, 0)) for e in edits]
-    old = [(before or {}).get(e, (0.0, 0)) for e in edits]
-    gain, se, _, _ = paired_se(new, old)
+    gain, se, _, _ = paired_se(*aligned(after, before or {}))
     return gain, se if math.isfinite(se) else float("nan")
 
 
@@ -491,19 +501,18 @@ def offline_gate(pairs: Sequence[Pair], cache: ObservationCache, candidate: Any,
                  reward: RewardConfig, margin: float) -> dict[str, Any]:
     """The simulated loop's gate on held-out earlier edits: both versions replay ``pairs``
     greedily, typed by the same people (world 0, a fresh server record each), paired by edit
-    (:func:`specialists.tab.loop.gate.paired_difference`); the candidate passes when the 95%
-    interval of its difference is above ``-margin``."""
-    from specialists.tab.loop.gate import paired_difference
+    (:func:`specialists.tab.loop.gate.paired_difference`), and judged by the product's gates'
+    own rule (:func:`specialists.tab.loop.gate.verdict`: the 95% interval's low end at least
+    ``-margin``)."""
+    from specialists.tab.loop.gate import paired_difference, verdict
 
     def units(policy: Any) -> dict[int, tuple[float, int]]:
         return per_edit(rollout(pairs, cache, policy_decider(policy, False), reward, world=new_world(0),
                                 tracker=new_tracker()))
 
-    new, old = units(candidate), units(deployed)
-    keys = sorted(set(new) | set(old))
-    diff, low, high, _, _ = paired_difference([new.get(k, (0.0, 0)) for k in keys],
-                                              [old.get(k, (0.0, 0)) for k in keys])
-    return {"passed": bool(low > -margin), "difference": round(diff, 5), "ci": [round(low, 5), round(high, 5)]}
+    diff, low, high, _, _ = paired_difference(*aligned(units(candidate), units(deployed)))
+    passed, _ = verdict(diff, low, high, margin, f"{len(pairs)} paired edits")
+    return {"passed": passed, "difference": round(diff, 5), "ci": [round(low, 5), round(high, 5)]}
 
 
 # -- one learning run -------------------------------------------------------------------

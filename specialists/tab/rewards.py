@@ -5,7 +5,7 @@ path never imports the simulator (`specialists.tab.users`), which re-exports it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 __all__ = ["KeptReward", "per_ask"]
 
@@ -64,7 +64,7 @@ class KeptReward:
         return int(outcome.chars_kept)
 
 
-def per_ask(rewards: "list[float] | tuple[float, ...]", not_asked: int) -> tuple[float, float]:
+def per_ask(rewards: Sequence[float], not_asked: int) -> tuple[float, float]:
     """Reward per request *asked* and its standard error: the mean of ``rewards`` (the
     requests made) with ``not_asked`` more requests at 0 — those the editor did not make
     while the person had Tab switched off. Reward per request leaves those out, so a policy

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["GateResult", "Gate", "LoggedGate", "judge_canary", "paired_difference", "paired_se",
-           "two_sample_difference"]
+           "two_sample_difference", "verdict"]
 
 _Z = {0.9: 1.6449, 0.95: 1.96, 0.99: 2.5758}
 
@@ -170,7 +170,9 @@ def judge_canary(candidate_events: Sequence[Any], deployed_events: Sequence[Any]
                       time.monotonic() - t0, reason, diff, low, high, n_new)
 
 
-def _verdict(diff: float, low: float, high: float, margin: float, units: str) -> tuple[bool, str]:
+def verdict(diff: float, low: float, high: float, margin: float, units: str) -> tuple[bool, str]:
+    """The gates' rule on a paired difference and its 95% interval: ship when the interval's
+    low end is at least ``-margin``; (passed, the reason in words)."""
     passed = low >= -margin
     return passed, (f"difference {diff:+.4f} (95% CI {low:+.4f} to {high:+.4f}, {units}); "
                     f"ships when the low end is at least {-margin:+.4f}: "
@@ -239,10 +241,10 @@ class Gate:
         new_edits = self.per_edit(candidate_dir)
         diff, low, high, new, old = paired_difference(new_edits, old_edits, self.confidence)
         n = sum(k for _, k in old_edits)
-        passed, verdict = _verdict(diff, low, high, self.margin,
-                                   f"{len(self.pairs)} paired edits, {n} requests")
+        passed, said = verdict(diff, low, high, self.margin,
+                               f"{len(self.pairs)} paired edits, {n} requests")
         who = f" ({self.population.name} people)" if self.population is not None else ""
-        reason = f"reward per request{who} {new:+.4f} vs deployed {old:+.4f}: " + verdict
+        reason = f"reward per request{who} {new:+.4f} vs deployed {old:+.4f}: " + said
         return GateResult(passed, candidate, deployed, new, old, self.margin, n,
                           time.monotonic() - t0, reason, diff, low, high, len(self.pairs))
 
@@ -288,9 +290,9 @@ class LoggedGate:
                 [(w * r, w) for w, r in zip(weights, rewards)], [(r, 1.0) for r in rewards])
         else:
             diff, low, high, new, old = 0.0, -math.inf, math.inf, 0.0, sum(rewards) / len(rewards)
-        passed, verdict = _verdict(diff, low, high, self.margin,
-                                   f"{len(held)} held-out events, effective {ess:.0f}")
-        reason = f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f}: " + verdict
+        passed, said = verdict(diff, low, high, self.margin,
+                               f"{len(held)} held-out events, effective {ess:.0f}")
+        reason = f"off-policy reward per request {new:+.4f} vs deployed {old:+.4f}: " + said
         return GateResult(passed, candidate, deployed, new, old, self.margin, len(held),
                           time.monotonic() - t0, reason, diff, low, high, len(held))
 
