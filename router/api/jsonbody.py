@@ -20,8 +20,8 @@ from pydantic import BeforeValidator, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
-__all__ = ["BLANK", "EscapedSurrogatesRoute", "FILE_PATH", "JSONInt", "JSONRoute", "NOT_BLANK",
-           "PATH", "json_int"]
+__all__ = ["BLANK", "EscapedSurrogatesRoute", "FILE_PATH", "JSON_SAFE", "JSONInt", "JSONRoute",
+           "NOT_BLANK", "PATH", "json_int"]
 
 #: What Python's ``str.strip()`` removes (``str.isspace``), spelled out: ``\s`` means
 #: other sets to Python's ``re``, to pydantic's Rust regex and to a JSON Schema validator,
@@ -47,9 +47,22 @@ def _integral(value: Any) -> Any:
 JSONInt = Annotated[int, BeforeValidator(_integral)]
 
 
+#: The largest integer a JSON number carries exactly (a double's 53 bits).
+JSON_SAFE = 2**53 - 1
+
+
 def json_int(**bounds: int) -> Any:
     """:data:`JSONInt` with bounds (``ge``, ``le``, ...) that the JSON schema shows too (put
-    after the validator, pydantic would leave them out of the schema inside a union)."""
+    after the validator, pydantic would leave them out of the schema inside a union).
+
+    Without an upper (lower) bound, ``le`` (``ge``) is ±:data:`JSON_SAFE`: orjson reads an
+    integer past 64 bits as a float, :func:`_integral` makes it a Python integer again, and
+    that integer crashed the first code that wrote it out (a ``max_tokens`` of 5.7e23 ended
+    as a 502 when the provider call encoded it). Now it is a 400 that names the field."""
+    if not {"le", "lt"} & bounds.keys():
+        bounds["le"] = JSON_SAFE
+    if not {"ge", "gt"} & bounds.keys():
+        bounds["ge"] = -JSON_SAFE
     return Annotated[int, Field(**bounds), BeforeValidator(_integral)]
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from retrieval import Filters
-from router.api.jsonbody import NOT_BLANK, PATH, JSONInt, JSONRoute
+from router.api.jsonbody import NOT_BLANK, PATH, JSONRoute, json_int
 from router.registry import uses
 
 __all__ = ["IndexRequest", "RetrieveFilters", "RetrieveRequest", "router"]
@@ -38,7 +38,7 @@ class RetrieveRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field(min_length=1, max_length=20_000, pattern=NOT_BLANK,
                        description="what to look for (not only blanks)")
-    k: JSONInt = Field(10, ge=1, le=200)
+    k: json_int(ge=1, le=200) = 10  # type: ignore[valid-type]
     filters: RetrieveFilters | None = None
     repo: str | None = Field(None, min_length=1, pattern=PATH,
                              description="indexed repository (default: the last one)")

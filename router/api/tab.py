@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from router.api.jsonbody import EscapedSurrogatesRoute, JSONInt, json_int
+from router.api.jsonbody import EscapedSurrogatesRoute, json_int
 from router.registry import specialist_for, uses
 from router.service.tab import TabService, action_record, log_action
 from specialists.base import AnswersAsync, Batched, Specialist, capabilities
@@ -42,14 +42,15 @@ class TabEdit(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     old: str = ""
     new: str = ""
-    offset: JSONInt = 0
+    offset: json_int() = 0  # type: ignore[valid-type]
 
 
 class TabBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     file: str = Field(description="The document's text; only a window around the cursor is read.")
-    cursor: JSONInt = Field(ge=0, description="Offset of the cursor in 'file', in characters: "
-                                          "0..len(file); past the end is a 400.")
+    cursor: json_int(ge=0) = Field(  # type: ignore[valid-type]
+        description="Offset of the cursor in 'file', in characters: 0..len(file); past the "
+                    "end is a 400.")
     language: str = ""
     path: str = ""
     recent_edits: list[Union[TabEdit, str]] = Field(default_factory=list, max_length=64,
@@ -238,7 +239,7 @@ async def _log_async(state: Any, result: Any) -> None:
 
 class DeployBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    version: JSONInt = Field(ge=0)
+    version: json_int(ge=0)  # type: ignore[valid-type]
     event: str = Field("deploy", pattern="^(deploy|rollback)$")
 
 
@@ -265,7 +266,7 @@ async def deploy(body: DeployBody, request: Request,
 
 class CanaryBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    version: JSONInt = Field(ge=0)
+    version: json_int(ge=0)  # type: ignore[valid-type]
     share: float = Field(gt=0.0, lt=1.0, description="Share of editors (sessions) served it.")
 
 
