@@ -13,6 +13,9 @@ them; default ``shared/data/commits``), write lazy sketches with two independent
   file, deletions by omission or by a ``remove`` comment, whole definitions, class rewrites
   with markers inside bodies, new imports with no context, trailing whitespace, markers at
   another indentation;
+* ``reworded``: the frontier sketches with their marker and ``remove`` comments written again
+  in wordings no other generator uses (``reword_sketch``; for developing the marker reading,
+  never part of ``both`` or ``all``);
 * ``outline`` (also ``third``): ``make_outline_sketch`` in the same module, a third style
   written for issue 36 and kept out of the applier's tuning: one line of context above a
   change (below only to close a deletion), a definition's header alone, sibling definitions
@@ -62,7 +65,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specialists.apply.sketch_styles import (OUTLINE_KINDS, make_frontier_sketch,  # noqa: E402
-                                             make_outline_sketch)
+                                             make_outline_sketch, reword_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
@@ -127,6 +130,17 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
                 if sk.changed:
                     yield Case(sketch=sk.text, label=sk.label, k=sk.context, noise=sk.noise,
                                generator="frontier", kind=f"{sk.kind}/{sk.deletions}", **common)
+        if "reworded" in generators:
+            rng = random.Random(seed * 1_000_033 + n + 7)
+            reword = random.Random(seed * 1_000_039 + n + 13)
+            for kind in FRONTIER_KINDS:
+                sk = make_frontier_sketch(row["before"], row["after"], row["language"], rng, kind)
+                if sk.changed:
+                    text, reworded = reword_sketch(sk.text, row["language"], reword)
+                    if reworded:
+                        yield Case(sketch=text, label=sk.label, k=sk.context, noise=sk.noise,
+                                   generator="reworded", kind=f"{sk.kind}/{sk.deletions}",
+                                   **common)
         if "outline" in generators:
             rng = random.Random(seed * 1_000_037 + n + 11)
             for kind in OUTLINE_KINDS:
@@ -294,8 +308,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         default=[ROOT.parent / "shared" / "data" / "commits"],
                         help="*.jsonl.gz commit histories, or folders of them")
     parser.add_argument("--generator", default="both",
-                        choices=("lines", "frontier", "outline", "third", "both", "all"),
-                        help="both: lines and frontier; all: and outline (third: outline)")
+                        choices=("lines", "frontier", "reworded", "outline", "third", "both",
+                                 "all"),
+                        help="both: lines and frontier; all: and outline (third: outline); "
+                             "reworded: the frontier sketches with fresh marker and deletion "
+                             "wordings (development only)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,

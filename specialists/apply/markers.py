@@ -43,7 +43,37 @@ _WORDING = re.compile(
 )
 # A bare ellipsis line is a marker where it cannot be code (it is Python's Ellipsis).
 _BARE = {"...", "…", ". . ."}
-_REMOVE = re.compile(r"^(?:remove|removed|delete|deleted|drop|dropped)\b[:\s]*(?P<spec>.*)$", re.I)
+_REMOVE = re.compile(
+    r"^(?:remove|removed|removing|delete|deleted|deleting|drop|dropped|dropping)\b[:\s]*(?P<spec>.*)$",
+    re.I)
+# A deletion noted after the name: "foo removed", "foo() was deleted", "foo: dropped".
+_REMOVED_AFTER = re.compile(
+    r"^`?(?P<name>[A-Za-z_$][\w$.]*)(?:\(\))?`?\s*:?\s+(?:(?:was|is|has\s+been|got)\s+)?"
+    r"(?:removed|deleted|dropped|gone)$", re.I)
+# What wraps a placeholder's words: brackets, angle brackets, dashes, stars, ellipses
+# ("[... unchanged ...]", "<existing code>", "--- snip ---", "(omitted for brevity)").
+_WRAPPERS = " \t[](){}<>-=*~.…:;,'\"`"
+# A placeholder in words of its own: every word from the vocabulary below, at least one of
+# them one that says "left out" on its own. "existing", "previous" and "original" say it only
+# with what was left out ("existing code", not "existing file").
+_LEFT_OUT = frozenset({
+    "unchanged", "snip", "snipped", "omitted", "omit", "elided", "elide", "elision", "rest",
+    "remaining", "untouched", "unmodified", "unaltered", "identical", "brevity", "same",
+})
+_WHAT = frozenset({
+    "code", "implementation", "implementations", "body", "bodies", "imports", "methods",
+    "functions", "logic", "contents", "definitions", "helpers", "handlers", "stuff",
+})
+_FILLER = frozenset({
+    "existing", "previous", "original", "file", "function", "method", "class", "classes",
+    "module", "import", "line", "lines", "tests", "test", "cases", "fields", "content",
+    "section", "part", "parts", "the", "of", "here", "is", "are", "was", "were", "stays", "stay",
+    "remains", "remain", "as", "it", "its", "before", "other", "others", "everything", "else",
+    "all", "for", "and", "keep", "kept", "more", "no", "changes", "change", "to", "be", "this",
+    "that", "in", "left", "out", "so", "on", "etc", "not", "shown", "below", "above", "stays",
+}) | _LEFT_OUT | _WHAT
+_WORD = re.compile(r"[a-z]+|\d+")
+_AS_BEFORE = re.compile(r"\bas (?:it was|is|before)\b")  # "stays as it was", "rest as is"
 _KEEP_NAMED = re.compile(r"\bkeep(?:s|ing)?\s+(?:the\s+)?`?(?P<name>[A-Za-z_$][\w$.]*)`?", re.I)
 _KEEP_NOT_NAMES = {
     "existing", "the", "rest", "code", "everything", "all", "other", "original", "unchanged",
@@ -105,19 +135,46 @@ def classify(stripped: str, language: str | None = None) -> tuple[int, MarkerInf
             return LineKind.MARKER, MarkerInfo()
         return LineKind.CODE, None
     core = _ELLIPSIS.sub(" ", body).strip()
-    removal = _REMOVE.match(core)
+    unwrapped = core.strip(_WRAPPERS)
+    removal = _REMOVE.match(core) or _REMOVE.match(unwrapped)
     if removal:
         return LineKind.REMOVE, _remove_info(removal.group("spec"))
+    after = _REMOVED_AFTER.match(unwrapped)
+    if after:
+        return LineKind.REMOVE, MarkerInfo(remove_name=after.group("name"))
     # "... existing code ..." leads with its ellipsis; a real comment ("wait for it...") only
     # ends with one, so a trailing ellipsis needs the usual wording too.
-    leads = _ELLIPSIS.match(body) is not None
+    leads = _ELLIPSIS.match(body.lstrip("[(<{ ")) is not None  # "[... unchanged ...]" too
     words = len(core.split())
     if leads and words == 1 and "/" in core and not _WORDING.match(core):
         return LineKind.CODE, None  # "# ... fileio/naming-a-file": a URL or path cut in two
-    if words <= 10 and (leads or _WORDING.match(core)):
+    bare = core.strip(_WRAPPERS)
+    if words <= 10 and (leads or _WORDING.match(core) or _WORDING.match(bare)
+                        or (not core.endswith(":") and _placeholder_words(bare))
+                        or (not bare and _ELLIPSIS.search(body) is not None)):
         keep = _KEEP_NAMED.search(core)
         name = keep.group("name") if keep else None
         if name and name.lower() in _KEEP_NOT_NAMES:
             name = None
         return LineKind.MARKER, MarkerInfo(keep_name=name)
     return LineKind.CODE, None
+
+
+def _placeholder_words(text: str) -> bool:
+    """Is ``text`` (a comment's words, unwrapped) a placeholder in words of its own: at most
+    eight words, each from the placeholder vocabulary or a number, one of them saying "left
+    out" (``unchanged``, ``omitted``, ``rest``, ...) or ``existing``/``previous``/``original``
+    with what was left out (``code``, ``methods``, ...)? "same" says it only without
+    "above"/"below" ("same as above" is a real comment)."""
+    words = _WORD.findall(text.lower())
+    if not words or len(words) > 8 or len(_WORD.sub("", text.lower()).strip(_WRAPPERS + "'")) > 0:
+        return False
+    if any(not w.isdigit() and w not in _FILLER for w in words):
+        return False
+    said = {w for w in words if w in _LEFT_OUT}
+    if _AS_BEFORE.search(" ".join(words)):
+        said.add("as before")
+    if said == {"same"} and ({"above", "below"} & set(words)):
+        return False
+    return bool(said) or (bool({"existing", "previous", "original"} & set(words))
+                          and bool(_WHAT & set(words)))

@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 __all__ = ["FrontierSketch", "KINDS", "OUTLINE_KINDS", "OutlineSketch", "make_frontier_sketch",
-           "make_outline_sketch"]
+           "make_outline_sketch", "reword_sketch"]
 
 KINDS = ("context", "definition", "inner", "imports")
 
@@ -566,3 +566,61 @@ def make_outline_sketch(before: str, after: str, language: str, rng: random.Rand
         text += "\n"
     return OutlineSketch(text=text, label=label, kind=kind, noise=noise,
                          deletions=used_deletions, changed=True)
+
+
+# -- reworded: the frontier style's sketches with fresh marker and deletion wordings ----------
+#
+# A development-only style for the applier's marker reading (issue 36): a sketch from
+# ``make_frontier_sketch`` whose marker comments and ``remove`` comments are written again in
+# wordings that no generator above uses, gathered from how chat models and edit tools word a
+# lazy edit: bracketed or angle-bracketed placeholders, counts of lines left out, "for
+# brevity", "stays the same", and deletions noted after the name. The lines' comment syntax,
+# indentation and places are kept, so only the wording differs from the frontier sketch.
+# The third style (``make_outline_sketch``) stays out of tuning; this one is for tuning.
+
+_REWORD_MARKERS = (
+    "... (existing code) ...", "[existing code]", "<rest of the code>", "[rest of file unchanged]",
+    "(omitted for brevity)", "<unchanged>", "[snip]", "... elided ...", "{n} unchanged lines",
+    "... {n} lines omitted ...", "rest as is", "... previous implementation ...",
+    "--- unchanged ---", "[…]", "everything else stays the same", "remaining code is identical",
+    "... untouched ...", "(code unchanged)", "<... existing ...>", "other code stays as it was",
+)
+_REWORD_NOTES = ("{name} deleted", "deleted: {name}", "{name}() has been removed",
+                 "[removed {name}]", "removing {name}", "{name}: removed", "(remove {name})")
+_COMMENT_OPEN = re.compile(r"^(\{?\s*/\*+|//+|#+|<!--|--(?=\s))")
+
+
+def reword_sketch(text: str, language: str, rng: random.Random) -> tuple[str, int]:
+    """``text`` with each marker and named ``remove`` comment reworded (see above); one
+    wording for the whole sketch, or (three times in ten) a fresh one per line. Returns the
+    new text and how many lines were reworded."""
+    from specialists.apply.markers import LineKind, classify
+
+    mixed = rng.random() < 0.3
+    marker = rng.choice(_REWORD_MARKERS)
+    note = rng.choice(_REWORD_NOTES)
+    lines = text.split("\n")
+    changed = 0
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        opening = _COMMENT_OPEN.match(stripped)
+        if not opening:
+            continue  # a bare "..." stays as it is
+        kind, info = classify(stripped, language)
+        if kind == LineKind.CODE or info is None:
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        head = opening.group(1)
+        tail = " */" + ("}" if head.startswith("{") else "") if "/*" in head else (
+            " -->" if head == "<!--" else "")
+        if kind == LineKind.MARKER:
+            wording = (rng.choice(_REWORD_MARKERS) if mixed else marker).format(
+                n=rng.randint(2, 40))
+        elif info.remove_name:
+            wording = (rng.choice(_REWORD_NOTES) if mixed else note).format(
+                name=info.remove_name.rstrip("()"))
+        else:
+            continue
+        lines[i] = f"{indent}{head} {wording}{tail}"
+        changed += 1
+    return "\n".join(lines), changed
