@@ -64,8 +64,9 @@ from typing import Any, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specialists.apply.sketch_styles import (OUTLINE_KINDS, make_frontier_sketch,  # noqa: E402
-                                             make_outline_sketch, reword_sketch)
+from specialists.apply.sketch_styles import (OUTLINE_KINDS, chat_answer,  # noqa: E402
+                                             make_frontier_sketch, make_outline_sketch,
+                                             reword_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
@@ -313,6 +314,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="both: lines and frontier; all: and outline (third: outline); "
                              "reworded: the frontier sketches with fresh marker and deletion "
                              "wordings (development only)")
+    parser.add_argument("--chat-wrap", action="store_true",
+                        help="send each sketch as a chat answer: in a Markdown fence, with a "
+                             "sentence above or below, CRLF one time in three (chat_answer)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -358,7 +362,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     failures = args.failures.open("w") if args.failures else None
 
     generators = generator_names(args.generator)
+    wrap = random.Random(args.seed * 1_000_041 + 17)
     for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
+        if args.chat_wrap:
+            case.sketch = chat_answer(case.sketch, case.language, wrap)
         key = id(case.after)
         if key not in token_cache:
             token_cache = {key: len(enc.encode(case.after, disallowed_special=()))}

@@ -14,7 +14,7 @@ from specialists.apply.merge import merge
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
 from specialists.apply.scorer import choose, default_scorer
 from specialists.apply.search import search
-from specialists.apply.text import split_lines
+from specialists.apply.text import sketch_text, split_lines
 
 __all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff", "warm"]
 
@@ -166,11 +166,12 @@ def _new_file(original: str, sketch: str, path: str | None) -> ApplyResult:
     """An empty original: the sketch is the file, if it has no marker to resolve."""
     from specialists.apply.markers import LineKind, classify
 
+    sketch, dropped = sketch_text(sketch, original, endings=False)  # its own line endings
     lines = split_lines(sketch)
     for j, key in enumerate(lines.keys):
         if classify(key)[0] != LineKind.CODE:
             raise Abstain("the original is empty but the sketch refers to existing code",
-                          (j + 1, j + 1))
+                          (j + 1 + dropped, j + 1 + dropped))
     o = split_lines(original)
     ops = opcodes([-1] * len(lines.raw), len(o.raw))
     diff = unified_diff(o.raw, lines.raw, ops, path or "file", True, lines.final_newline)

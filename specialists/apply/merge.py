@@ -41,7 +41,7 @@ from specialists.apply.merge_checks import (check_blank_edge_context, check_clos
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
-from specialists.apply.text import Lines, split_lines
+from specialists.apply.text import Lines, sketch_text, split_lines
 
 __all__ = ["Merge", "Weights", "merge"]
 
@@ -61,15 +61,6 @@ class Merge:
 
     def text(self) -> str:
         return self.lines.join(self.out, self.final_newline)
-
-
-def _strip_fences(text: str) -> str:
-    stripped = text.strip("\n")
-    if stripped.startswith("```") and stripped.rstrip().endswith("```"):
-        body = stripped.split("\n")
-        if len(body) >= 2:
-            return "\n".join(body[1:-1]) + "\n"
-    return text
 
 
 def _sketch_ends_file(merger: Merger, origin: list[int]) -> bool:
@@ -173,9 +164,21 @@ def _edge_as_context(merger: Merger, edge: int,
 
 def merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
           weights: Weights = DEFAULT_WEIGHTS) -> Merge:
-    """Merge ``sketch`` into ``original``; raises ``Abstain`` when it cannot do so safely."""
+    """Merge ``sketch`` into ``original``; raises ``Abstain`` when it cannot do so safely
+    (its span counted in ``sketch``'s own lines, a fence and the prose above it included)."""
+    body, dropped = sketch_text(sketch, original)
+    try:
+        return _merge(original, body, language, options, weights)
+    except Abstain as exc:
+        if dropped and exc.span is not None:
+            exc.span = (exc.span[0] + dropped, exc.span[1] + dropped)
+        raise
+
+
+def _merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
+           weights: Weights) -> Merge:
     olines = split_lines(original)
-    slines = split_lines(_strip_fences(sketch))
+    slines = split_lines(sketch)
     okeys = set(olines.keys)
     sk = SketchLines(slines, okeys, language)
     if not any(k for j, k in enumerate(sk.keys) if sk.kinds[j] == LineKind.CODE) and not any(

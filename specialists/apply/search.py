@@ -34,11 +34,11 @@ from specialists.apply import checks
 from specialists.apply.anchoring import faithful_indentation
 from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind
-from specialists.apply.merge import _sketch_ends_file, _strip_fences
+from specialists.apply.merge import _sketch_ends_file
 from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
-from specialists.apply.text import Lines, split_lines
+from specialists.apply.text import Lines, sketch_text, split_lines
 
 __all__ = ["READINGS", "REASONS", "Candidate", "FEATURES", "Search", "features", "normalised", "search",
            "sketch_features"]
@@ -264,7 +264,7 @@ def search(original: str, sketch: str, language: str | None, options: ApplyOptio
     (``Search.alternatives``): a sketch that reads two clean ways is one whose lines do not
     say which, and the rules' answer to it is the one most often wrong."""
     olines = split_lines(original)
-    slines = split_lines(_strip_fences(sketch))
+    slines = split_lines(sketch_text(sketch, original)[0])
     sk = SketchLines(slines, set(olines.keys), language)
     found = Search([], sketch_features(olines, sk), rules_text is not None, rules_reason)
     okeys = set(olines.keys)

@@ -35,8 +35,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-__all__ = ["FrontierSketch", "KINDS", "OUTLINE_KINDS", "OutlineSketch", "make_frontier_sketch",
-           "make_outline_sketch", "reword_sketch"]
+__all__ = ["FrontierSketch", "KINDS", "OUTLINE_KINDS", "OutlineSketch", "chat_answer",
+           "make_frontier_sketch", "make_outline_sketch", "reword_sketch"]
 
 KINDS = ("context", "definition", "inner", "imports")
 
@@ -624,3 +624,27 @@ def reword_sketch(text: str, language: str, rng: random.Random) -> tuple[str, in
         lines[i] = f"{indent}{head} {wording}{tail}"
         changed += 1
     return "\n".join(lines), changed
+
+
+# -- a sketch as a chat answer --------------------------------------------------------------
+
+_FENCE_TAGS = {"python": "python", "javascript": "js", "go": "go", "typescript": "ts"}
+_BEFORE_FENCE = ("Here is the updated code:", "Sure! Here's the change:",
+                 "I've made the edit below.", "The fix:")
+_AFTER_FENCE = ("This keeps everything else as it was.", "Let me know if you need anything else.",
+                "", "The rest of the file is unchanged.")
+
+
+def chat_answer(sketch: str, language: str, rng: random.Random) -> str:
+    """``sketch`` as a chat model sends it back: in a Markdown fence (tagged with the
+    language or not), with a sentence above it two times in three and one below it half the
+    time, and with CRLF line endings one time in three."""
+    tag = _FENCE_TAGS.get(language, "") if rng.random() < 0.7 else ""
+    text = f"```{tag}\n{sketch if sketch.endswith(chr(10)) else sketch + chr(10)}```\n"
+    if rng.random() < 2 / 3:
+        text = rng.choice(_BEFORE_FENCE) + "\n\n" + text
+    if rng.random() < 0.5:
+        text += "\n" + rng.choice(_AFTER_FENCE) + "\n"
+    if rng.random() < 1 / 3:
+        text = text.replace("\n", "\r\n")
+    return text

@@ -89,3 +89,34 @@ def reindent(line: str, width: int, indent_char: str) -> str:
     if indent_char == "\t":
         return "\t" * (width // TAB_WIDTH) + " " * (width % TAB_WIDTH) + body
     return " " * width + body
+
+
+def _fence_lines(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line.startswith("```")]
+
+
+def sketch_text(sketch: str, original: str, endings: bool = True) -> tuple[str, int]:
+    """The sketch as the merge reads it, and how many of its first lines that drops.
+
+    A chat answer often wraps the sketch in one Markdown code fence, with a sentence before
+    or after it ("Here is the change:"): then the fenced lines alone are the sketch. Only
+    for exactly one fenced block, and never where the original has either fence line
+    itself (a Markdown file, a docstring showing code), where the fences may be the file's. With
+    ``endings``, every line ends in ``\n`` alone: the merged file keeps the original's line
+    endings, and new lines take them, whatever the sketch's were.
+    """
+    text = sketch.replace("\r\n", "\n") if endings else sketch
+    if "```" not in text:
+        return text, 0
+    lines = text.split("\n")
+    fences = _fence_lines(lines)
+    if len(fences) != 2:
+        return text, 0
+    first, last = fences
+    own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
+    if own & {lines[first].rstrip("\r "), lines[last].rstrip("\r ")}:
+        return text, 0  # the file's own fence lines
+    body = lines[first + 1:last]
+    if not endings and lines[first].endswith("\r"):  # a CRLF sketch kept as it is
+        return "".join(line.removesuffix("\r") + "\r\n" for line in body), first + 1
+    return "".join(line + "\n" for line in body), first + 1

@@ -1,0 +1,83 @@
+"""A sketch as a chat model sends it back: wrapped in a Markdown fence with a sentence
+around it, or with CRLF line endings. The applier reads the fenced code alone (its abstain
+span still counted in the answer's own lines), keeps the original's line endings on every
+line, new ones included, and leaves fence lines alone where the file has them itself."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specialists.apply import apply_sketch
+from specialists.apply.sketch_styles import chat_answer
+
+ORIGINAL = "".join(f"def f{i}(x):\n    value = x + {i}\n    return value\n\n\n"
+                   for i in range(6)).rstrip("\n") + "\n"
+SKETCH = ("# ... existing code ...\ndef f2(x):\n    value = x + 20\n    y = 1\n    return value\n"
+          "# ... existing code ...\n")
+EXPECTED = ORIGINAL.replace("x + 2\n", "x + 20\n    y = 1\n")
+
+
+def _crlf(text: str) -> str:
+    return text.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize("original,sketch,expected", [
+    (ORIGINAL, _crlf(SKETCH), EXPECTED),  # a CRLF sketch: the file stays LF, new lines too
+    (_crlf(ORIGINAL), _crlf(SKETCH), _crlf(EXPECTED)),  # no "\r\r\n" on the new lines
+    (_crlf(ORIGINAL), SKETCH, _crlf(EXPECTED)),  # an LF sketch into a CRLF file
+], ids=["crlf-sketch-lf-file", "crlf-both", "lf-sketch-crlf-file"])
+def test_line_endings_are_the_files(original: str, sketch: str, expected: str) -> None:
+    result = apply_sketch(original, sketch, language="python")
+    assert result.applied, result.reason
+    assert result.merged == expected
+
+
+@pytest.mark.parametrize("answer", [
+    "```python\n" + SKETCH + "```\n",
+    "Here is the change:\n\n```python\n" + SKETCH + "```\n\nThis adds `y`.\n",
+    _crlf("Sure:\n```\n" + SKETCH + "```\n"),
+])
+def test_a_fenced_answer_is_read_as_its_code(answer: str) -> None:
+    result = apply_sketch(ORIGINAL, answer, language="python")
+    assert result.applied, result.reason
+    assert result.merged == EXPECTED
+
+
+def test_an_abstain_span_counts_the_answers_own_lines() -> None:
+    answer = ("Here:\n```python\n# ... existing code ...\ndef nope(x):\n    zzz\n"
+              "# ... existing code ...\n```\n")
+    bare = answer.split("```python\n")[1].split("```")[0]
+    plain = apply_sketch(ORIGINAL, bare, language="python")
+    wrapped = apply_sketch(ORIGINAL, answer, language="python")
+    assert not plain.applied and not wrapped.applied
+    assert plain.span is not None and wrapped.span is not None
+    assert wrapped.span == (plain.span[0] + 2, plain.span[1] + 2)  # "Here:" and the fence
+    assert answer.split("\n")[wrapped.span[0] - 1] == bare.split("\n")[plain.span[0] - 1]
+
+
+def test_fence_lines_the_file_has_itself_are_code() -> None:
+    original = ('def usage():\n    """Example:\n\n```python\nrun(1)\n```\n    """\n'
+                '    return 1\n\n\ndef other():\n    return 2\n')
+    sketch = ('def usage():\n    """Example:\n\n```python\nrun(2)\n```\n    """\n'
+              '    return 1\n# ... existing code ...\n')
+    result = apply_sketch(original, sketch, language="python")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("run(1)", "run(2)")
+
+
+def test_a_new_file_from_a_fenced_answer_keeps_its_own_endings() -> None:
+    result = apply_sketch("", "Here:\r\n```python\r\nx = 1\r\ny = 2\r\n```\r\n",
+                          language="python")
+    assert result.applied, result.reason
+    assert result.merged == "x = 1\r\ny = 2\r\n"
+
+
+def test_chat_answers_merge_as_the_bare_sketch() -> None:
+    rng = random.Random(0)
+    wrapped = [chat_answer(SKETCH, "python", rng) for _ in range(24)]
+    assert any("\r\n" in w for w in wrapped) and any(not w.startswith("```") for w in wrapped)
+    for answer in wrapped:
+        result = apply_sketch(ORIGINAL, answer, language="python")
+        assert result.applied and result.merged == EXPECTED, (answer, result.reason)
