@@ -133,6 +133,8 @@ def classify(stripped: str, language: str | None = None) -> tuple[int, MarkerInf
     if body is None:
         if stripped in _BARE and language not in ("python", None):
             return LineKind.MARKER, MarkerInfo()
+        if _bare_placeholder(stripped):
+            return LineKind.MARKER, MarkerInfo()
         return LineKind.CODE, None
     core = _ELLIPSIS.sub(" ", body).strip()
     unwrapped = core.strip(_WRAPPERS)
@@ -158,6 +160,18 @@ def classify(stripped: str, language: str | None = None) -> tuple[int, MarkerInf
             name = None
         return LineKind.MARKER, MarkerInfo(keep_name=name)
     return LineKind.CODE, None
+
+
+def _bare_placeholder(stripped: str) -> bool:
+    """A placeholder written without a comment (``... existing code ...``, ``[… rest of the
+    file …]``, as in a JSON or YAML file, which has no comments): an ellipsis at both ends,
+    brackets around them allowed, and placeholder words between. Code never reads so (a
+    spread ``...rest`` has no ellipsis after it)."""
+    inner = stripped.strip("[](){}<> ")
+    if not (_ELLIPSIS.match(inner) and _ELLIPSIS.search(inner[-3:])):
+        return False
+    core = _ELLIPSIS.sub(" ", inner).strip()
+    return bool(core) and (bool(_WORDING.match(core)) or _placeholder_words(core))
 
 
 def _placeholder_words(text: str) -> bool:

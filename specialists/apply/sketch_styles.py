@@ -587,18 +587,22 @@ _REWORD_MARKERS = (
 )
 _REWORD_NOTES = ("{name} deleted", "deleted: {name}", "{name}() has been removed",
                  "[removed {name}]", "removing {name}", "{name}: removed", "(remove {name})")
+_BARE_WORDS = ("existing code", "rest of the code", "unchanged", "other methods unchanged",
+               "snip", "code omitted")
 _COMMENT_OPEN = re.compile(r"^(\{?\s*/\*+|//+|#+|<!--|--(?=\s))")
 
 
 def reword_sketch(text: str, language: str, rng: random.Random) -> tuple[str, int]:
     """``text`` with each marker and named ``remove`` comment reworded (see above); one
-    wording for the whole sketch, or (three times in ten) a fresh one per line. Returns the
-    new text and how many lines were reworded."""
+    wording for the whole sketch, or (three times in ten) a fresh one per line; one sketch
+    in five writes its markers with no comment at all (``... existing code ...``). Returns
+    the new text and how many lines were reworded."""
     from specialists.apply.markers import LineKind, classify
 
     mixed = rng.random() < 0.3
     marker = rng.choice(_REWORD_MARKERS)
     note = rng.choice(_REWORD_NOTES)
+    bare = rng.random() < 0.2  # markers with no comment at all: "... existing code ..."
     lines = text.split("\n")
     changed = 0
     for i, line in enumerate(lines):
@@ -613,6 +617,10 @@ def reword_sketch(text: str, language: str, rng: random.Random) -> tuple[str, in
         head = opening.group(1)
         tail = " */" + ("}" if head.startswith("{") else "") if "/*" in head else (
             " -->" if head == "<!--" else "")
+        if kind == LineKind.MARKER and bare:
+            lines[i] = f"{indent}... {rng.choice(_BARE_WORDS)} ..."
+            changed += 1
+            continue
         if kind == LineKind.MARKER:
             wording = (rng.choice(_REWORD_MARKERS) if mixed else marker).format(
                 n=rng.randint(2, 40))

@@ -1,6 +1,6 @@
 """Marker and deletion wordings read by kind, not by phrase (issue 36): a placeholder in
 words of its own (bracketed, angle-bracketed, dashed, counted), a deletion noted after the
-name; and the real comments that must stay code. ``reword_sketch`` (the development-only
+name, a placeholder with no comment at all; and the real comments that must stay code. ``reword_sketch`` (the development-only
 rewording of frontier sketches) must leave the applier's answer as it was."""
 
 from __future__ import annotations
@@ -31,6 +31,28 @@ REAL_COMMENTS = (
 @pytest.mark.parametrize("line", PLACEHOLDERS)
 def test_placeholder_in_words_of_its_own_is_a_marker(line: str) -> None:
     assert classify(line, "python")[0] == LineKind.MARKER
+
+
+@pytest.mark.parametrize("line", ("... existing code ...", "...existing code...",
+                                  "… rest of the file …", "[... unchanged ...]", "<... snip ...>"))
+@pytest.mark.parametrize("language", ("python", "javascript", "json", None))
+def test_a_placeholder_with_no_comment_is_a_marker(line: str, language: str | None) -> None:
+    assert classify(line, language)[0] == LineKind.MARKER
+
+
+@pytest.mark.parametrize("line", ("...rest", "...args,", "... other ...", "foo(...args...)"))
+def test_spreads_and_python_ellipsis_stay_code(line: str) -> None:
+    assert classify(line, "javascript")[0] == LineKind.CODE
+    assert classify("...", "python")[0] == LineKind.CODE
+
+
+def test_a_json_sketch_with_bare_placeholders_merges() -> None:
+    original = '{\n  "name": "demo",\n  "version": "1.0.0",\n  "private": true,\n' \
+               '  "license": "MIT"\n}\n'
+    sketch = '{\n  ... existing code ...\n  "version": "1.1.0",\n  ... rest of the file ...\n}\n'
+    result = apply_sketch(original, sketch, language="json")
+    assert result.applied, result.reason
+    assert result.merged == original.replace("1.0.0", "1.1.0")
 
 
 @pytest.mark.parametrize("line", REAL_COMMENTS)
