@@ -315,8 +315,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                              "reworded: the frontier sketches with fresh marker and deletion "
                              "wordings (development only)")
     parser.add_argument("--chat-wrap", action="store_true",
-                        help="send each sketch as a chat answer: in a Markdown fence, with a "
-                             "sentence above or below, CRLF one time in three (chat_answer)")
+                        help="send each sketch as a chat answer: in a Markdown fence, a "
+                             "comment naming the file on top one time in four, a sentence "
+                             "above or below, CRLF one time in three (chat_answer)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     wrap = random.Random(args.seed * 1_000_041 + 17)
     for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
         if args.chat_wrap:
-            case.sketch = chat_answer(case.sketch, case.language, wrap)
+            case.sketch = chat_answer(case.sketch, case.language, wrap, case.path)
         key = id(case.after)
         if key not in token_cache:
             token_cache = {key: len(enc.encode(case.after, disallowed_special=()))}

@@ -55,6 +55,10 @@ def apply_sketch(
     opts = options or _DEFAULT
     started = time.perf_counter()
     language = language or language_for_path(path)
+    offset = 0
+    if isinstance(original, str) and isinstance(sketch, str):
+        # a fence around it and a first line naming the file are not the sketch's
+        sketch, offset = sketch_text(sketch, original, endings=False, path=path)
     try:
         result = _apply(original, sketch, language, path, opts)
     except Abstain as exc:
@@ -65,6 +69,8 @@ def apply_sketch(
         result = ApplyResult("abstained", reason=f"internal error: {exc}", path=path, confidence=0.0)
     if opts.reading_search and _searchable(original, sketch, opts):
         result = _scored(original, sketch, language, path, opts, result)
+    if offset and result.span is not None:  # counted in the lines the caller sent
+        result.span = (result.span[0] + offset, result.span[1] + offset)
     result.stats["seconds"] = time.perf_counter() - started
     result.stats["language"] = language
     return result

@@ -643,11 +643,15 @@ _AFTER_FENCE = ("This keeps everything else as it was.", "Let me know if you nee
                 "", "The rest of the file is unchanged.")
 
 
-def chat_answer(sketch: str, language: str, rng: random.Random) -> str:
+def chat_answer(sketch: str, language: str, rng: random.Random, path: str | None = None) -> str:
     """``sketch`` as a chat model sends it back: in a Markdown fence (tagged with the
-    language or not), with a sentence above it two times in three and one below it half the
-    time, and with CRLF line endings one time in three."""
+    language or not), headed by a comment naming the file one time in four where ``path``
+    is given (``// filepath: src/app.js``, ``# app.py``), with a sentence above it two times
+    in three and one below it half the time, and with CRLF line endings one time in three."""
     tag = _FENCE_TAGS.get(language, "") if rng.random() < 0.7 else ""
+    if path and rng.random() < 0.25:
+        named = rng.choice((f"filepath: {path}", path, path.rsplit("/", 1)[-1]))
+        sketch = f"{_comment(language)} {named}\n{sketch}"
     text = f"```{tag}\n{sketch if sketch.endswith(chr(10)) else sketch + chr(10)}```\n"
     if rng.random() < 2 / 3:
         text = rng.choice(_BEFORE_FENCE) + "\n\n" + text

@@ -7,6 +7,8 @@ spaces, trailing whitespace and a uniform indentation shift do not stop a match.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, mul, sub
@@ -95,17 +97,54 @@ def _fence_lines(lines: list[str]) -> list[int]:
     return [i for i, line in enumerate(lines) if line.startswith("```")]
 
 
-def sketch_text(sketch: str, original: str, endings: bool = True) -> tuple[str, int]:
+# A first line that names the file rather than belonging to it: "// filepath: src/app.js"
+# (the convention of VS Code's Copilot edits), "# File: app.py", "<!-- path: index.html -->".
+_PATH_HEADER = re.compile(
+    r"^(?:#+|//+|--|/\*+|<!--)\s*(?P<label>(?:file\s*(?:path|name)?|path)\s*:\s*)?"
+    r"`?(?P<path>[\w@~./\\-]+\.\w+)`?\s*(?:\*+/|-->)?$", re.I)
+
+
+def _path_header(line: str, original: str, path: str | None) -> bool:
+    """Whether ``line`` (a sketch's first) is a comment naming the file the sketch is for:
+    the request's own file (its name, or a path ending in it), or any path after a
+    ``filepath:`` label; never a line the original has (a file whose header names itself),
+    and into an empty original only with the label (a new file may start with its name)."""
+    m = _PATH_HEADER.match(line.strip())
+    if not m or line.strip() in {o.strip() for o in original.split("\n")[:50]}:
+        return False
+    if m.group("label"):
+        return True
+    if not original.strip() or not path:
+        return False
+    named = m.group("path").replace("\\", "/").lstrip("./")
+    own = path.replace("\\", "/")
+    return own == named or own.endswith("/" + named) or named.endswith("/" + own)
+
+
+def sketch_text(sketch: str, original: str, endings: bool = True,
+                path: str | None = None) -> tuple[str, int]:
     """The sketch as the merge reads it, and how many of its first lines that drops.
 
     A chat answer often wraps the sketch in one Markdown code fence, with a sentence before
     or after it ("Here is the change:"): then the fenced lines alone are the sketch. Only
     for exactly one fenced block, and never where the original has either fence line
-    itself (a Markdown file, a docstring showing code), where the fences may be the file's. With
-    ``endings``, every line ends in ``\n`` alone: the merged file keeps the original's line
-    endings, and new lines take them, whatever the sketch's were.
+    itself (a Markdown file, a docstring showing code), where the fences may be the file's.
+    A first line that only names the file (``// filepath: src/app.js``, ``# app.py``; see
+    ``_path_header``) is dropped too. With ``endings``, every line ends in ``\n`` alone:
+    the merged file keeps the original's line endings, and new lines take them, whatever
+    the sketch's were.
     """
     text = sketch.replace("\r\n", "\n") if endings else sketch
+    text, dropped = _unfenced(text, original, endings)
+    head = text[:300].split("\n")
+    first = next((i for i, line in enumerate(head[:-1]) if line.strip()), None)
+    if first is not None and _path_header(head[first], original, path):
+        cut = sum(len(line) + 1 for line in head[:first + 1])
+        return text[cut:], dropped + first + 1
+    return text, dropped
+
+
+def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:
     if "```" not in text:
         return text, 0
     lines = text.split("\n")

@@ -1,7 +1,9 @@
 """A sketch as a chat model sends it back: wrapped in a Markdown fence with a sentence
-around it, or with CRLF line endings. The applier reads the fenced code alone (its abstain
+around it, headed by a line naming the file (``// filepath: src/app.js``), or with CRLF
+line endings. The applier reads the fenced code alone, without the header (its abstain
 span still counted in the answer's own lines), keeps the original's line endings on every
-line, new ones included, and leaves fence lines alone where the file has them itself."""
+line, new ones included, and leaves fence lines and headers alone where the file has them
+itself."""
 
 from __future__ import annotations
 
@@ -81,3 +83,32 @@ def test_chat_answers_merge_as_the_bare_sketch() -> None:
     for answer in wrapped:
         result = apply_sketch(ORIGINAL, answer, language="python")
         assert result.applied and result.merged == EXPECTED, (answer, result.reason)
+
+
+@pytest.mark.parametrize("header", ["# filepath: src/m.py", "# src/m.py", "# File: src/m.py",
+                                    "# m.py", "# filepath: /home/me/proj/src/m.py"])
+def test_a_first_line_naming_the_file_is_not_code(header: str) -> None:
+    for answer in (f"{header}\n{SKETCH}", f"```python\n{header}\n{SKETCH}```\n"):
+        result = apply_sketch(ORIGINAL, answer, language="python", path="src/m.py")
+        assert result.applied, (answer, result.reason)
+        assert result.merged == EXPECTED
+
+
+def test_a_path_header_is_kept_where_it_is_the_files_or_names_another_file() -> None:
+    own = "# src/m.py\n" + ORIGINAL  # the project writes its files' paths on top
+    result = apply_sketch(own, "# src/m.py\n" + SKETCH, language="python", path="src/m.py")
+    assert result.applied and result.merged == "# src/m.py\n" + EXPECTED
+    # another file's name, unlabelled: a line of the sketch, which then matches nothing
+    result = apply_sketch(ORIGINAL, "# other.py\n" + SKETCH, language="python", path="src/m.py")
+    assert not result.applied or "# other.py\n" in (result.merged or "")
+    # a new file may start with its own name; only a labelled header is dropped there
+    assert apply_sketch("", "# src/m.py\nx = 1\n", path="src/m.py").merged == "# src/m.py\nx = 1\n"
+    assert apply_sketch("", "# filepath: src/m.py\nx = 1\n", path="src/m.py").merged == "x = 1\n"
+
+
+def test_the_span_counts_a_dropped_header_and_fence() -> None:
+    answer = ("Hi\n```python\n# src/m.py\n# ... existing code ...\ndef nope(x):\n    zzz\n"
+              "# ... existing code ...\n```\n")
+    result = apply_sketch(ORIGINAL, answer, language="python", path="src/m.py")
+    assert not result.applied and result.span is not None
+    assert answer.split("\n")[result.span[0] - 1] == "def nope(x):"
