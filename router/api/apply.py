@@ -28,8 +28,9 @@ class ApplyFile(BaseModel):
     original: str = Field(description="The file as it is now.")
     sketch: str = Field(description="The lazy edit sketch, with '... existing code ...' markers "
                         "in any comment syntax or none; a chat answer with the sketch in one "
-                        "Markdown fence is read as the fenced code. New lines take the "
-                        "original's line endings.")
+                        "Markdown fence is read as the fenced code, without a first line "
+                        "that only names the file ('// filepath: src/app.js'). New lines take "
+                        "the original's line endings.")
     path: Optional[str] = Field(default=None, description="Path: names the diff, picks the language.")
     language: Optional[str] = None
 
