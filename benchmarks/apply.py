@@ -66,7 +66,7 @@ sys.path.insert(0, str(ROOT))
 
 from specialists.apply.sketch_styles import (OUTLINE_KINDS, chat_answer,  # noqa: E402
                                              make_frontier_sketch, make_outline_sketch,
-                                             reword_sketch)
+                                             numbered_sketch, reword_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
@@ -318,6 +318,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="send each sketch as a chat answer: in a Markdown fence, a "
                              "comment naming the file on top one time in four, a sentence "
                              "above or below, CRLF one time in three (chat_answer)")
+    parser.add_argument("--line-numbers", action="store_true",
+                        help="write each sketch's lines with the numbers of a numbered view of "
+                             "the original (cat -n and four other forms; numbered_sketch)")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -365,6 +368,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     generators = generator_names(args.generator)
     wrap = random.Random(args.seed * 1_000_041 + 17)
     for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
+        if args.line_numbers:
+            case.sketch = numbered_sketch(case.sketch, case.before, wrap)
         if args.chat_wrap:
             case.sketch = chat_answer(case.sketch, case.language, wrap, case.path)
         key = id(case.after)

@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 __all__ = ["FrontierSketch", "KINDS", "OUTLINE_KINDS", "OutlineSketch", "chat_answer",
-           "make_frontier_sketch", "make_outline_sketch", "reword_sketch"]
+           "make_frontier_sketch", "make_outline_sketch", "numbered_sketch", "reword_sketch"]
 
 KINDS = ("context", "definition", "inner", "imports")
 
@@ -660,3 +660,31 @@ def chat_answer(sketch: str, language: str, rng: random.Random, path: str | None
     if rng.random() < 1 / 3:
         text = text.replace("\n", "\r\n")
     return text
+
+
+_NUMBER_FORMATS = ("{n:6d}\t{line}", "{n:6d}→{line}", "{n}: {line}", "{n} | {line}", "L{n}: {line}")
+
+
+def numbered_sketch(sketch: str, before: str, rng: random.Random) -> str:
+    """``sketch`` as a model writes it after reading ``before`` through a numbered view
+    (``cat -n``, an agent's file reader): each code line carries the number it has in
+    ``before`` (the next free one for a new line), in one of five formats per sketch;
+    marker lines carry none, or (one sketch in three) a number too."""
+    from specialists.apply.markers import LineKind, classify
+
+    fmt = rng.choice(_NUMBER_FORMATS)
+    number_markers = rng.random() < 1 / 3
+    where: dict[str, int] = {}
+    for n, line in enumerate(before.split("\n"), 1):
+        where.setdefault(line, n)
+    out, last = [], 0
+    for line in sketch.split("\n"):
+        is_code = classify(line.strip())[0] == LineKind.CODE
+        if not is_code and not number_markers:
+            out.append(line)
+            continue
+        n = where.get(line, 0) if is_code else 0
+        last = n if n > last else last + 1
+        out.append(fmt.format(n=last, line=line).rstrip() if not line.strip()
+                   else fmt.format(n=last, line=line))
+    return "\n".join(out)

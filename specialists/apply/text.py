@@ -140,8 +140,53 @@ def sketch_text(sketch: str, original: str, endings: bool = True,
     first = next((i for i, line in enumerate(head[:-1]) if line.strip()), None)
     if first is not None and _path_header(head[first], original, path):
         cut = sum(len(line) + 1 for line in head[:first + 1])
-        return text[cut:], dropped + first + 1
-    return text, dropped
+        text, dropped = text[cut:], dropped + first + 1
+    return _unnumbered(text, original), dropped
+
+
+# A line number copied from a numbered view of the file: "   12\t" (cat -n), "   12→"
+# (an agent's file reader), "12: ", "12 | ", "L12: ". One separator is taken; the code's
+# own indentation after it stays.
+_NUMBERED = re.compile(r"^ *(?P<l>L?)(?P<n>\d{1,6})(?:(?P<sep>\t|→| ?\| ?|: |:\t)|:?$)")
+
+
+def _unnumbered(text: str, original: str) -> str:
+    """``text`` without line-number prefixes, where a model copied them from a numbered view
+    of the file (agents' file readers number their lines, and models echo them into edits):
+    only when at least two thirds of the sketch's lines with text (markers aside) carry
+    one, lines the original does not have verbatim, the numbers mostly rise (three pairs in
+    four) and some of the lines, unnumbered, are lines of the original (the view was
+    copied from it; half of them in the ``12: `` form, which a dict's lines share). Lines
+    without a number (a marker the model wrote fresh) stay as they are."""
+    lines = text.split("\n")
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if not any(_NUMBERED.match(lines[i]) for i in filled[:6]):
+        return text  # the common case, decided on the first lines
+    own = set(original.split("\n"))
+    numbered = [(i, m) for i in filled
+                if (m := _NUMBERED.match(lines[i])) and lines[i] not in own]
+    # a bare number (a numbered blank line) is stripped with the rest but never decides
+    bare = {i for i, m in numbered if not m.group("sep")}
+    plain = {i for i in filled if "..." not in lines[i] and "…" not in lines[i]} - bare
+    with_code = sum(1 for i, m in numbered if i in plain)
+    if with_code < 2 or 3 * with_code < 2 * len(plain):
+        return text
+    values = [int(m.group("n")) for _, m in numbered]
+    rising = sum(b > a for a, b in zip(values, values[1:]))
+    if 4 * rising < 3 * (len(values) - 1):
+        return text
+    # A copied view holds some of the file's own lines, once unnumbered. "200: ok" is also
+    # a dict's or a YAML map's line: with that form, half of them must be the file's.
+    keys = {line.strip() for line in own}
+    code = [(lines[i][m.end():].strip(), m.group("sep")[:1] == ":" and not m.group("l"))
+            for i, m in numbered if i in plain]
+    found = sum(1 for line, _ in code if line in keys)
+    colon = sum(1 for _, dict_like in code if dict_like)
+    if found == 0 or (2 * colon > len(code) and 2 * found < len(code)):
+        return text
+    for i, m in numbered:
+        lines[i] = lines[i][m.end():]
+    return "\n".join(lines)
 
 
 def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:

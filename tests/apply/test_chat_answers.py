@@ -112,3 +112,39 @@ def test_the_span_counts_a_dropped_header_and_fence() -> None:
     result = apply_sketch(ORIGINAL, answer, language="python", path="src/m.py")
     assert not result.applied and result.span is not None
     assert answer.split("\n")[result.span[0] - 1] == "def nope(x):"
+
+
+def _numbered(sketch: str, fmt: str, first: int = 11, markers: bool = False) -> str:
+    out, n = [], first
+    for line in sketch.split("\n")[:-1]:
+        if line.startswith("# ...") and not markers:
+            out.append(line)
+            continue
+        out.append(fmt.format(n=n, line=line).rstrip() if not line else fmt.format(n=n, line=line))
+        n += 1
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("fmt", ["{n:6d}\t{line}", "{n:6d}→{line}", "{n}: {line}", "{n} | {line}",
+                                 "L{n}: {line}"])
+@pytest.mark.parametrize("markers", [False, True], ids=["markers-bare", "markers-numbered"])
+def test_line_numbers_copied_from_a_numbered_view_are_not_code(fmt: str, markers: bool) -> None:
+    sketch = SKETCH.replace("    y = 1\n", "    y = 1\n\n")
+    result = apply_sketch(ORIGINAL, _numbered(sketch, fmt, markers=markers), language="python")
+    assert result.applied, result.reason
+    assert result.merged == EXPECTED.replace("    y = 1\n", "    y = 1\n\n")
+
+
+def test_numbers_that_are_code_stay() -> None:
+    codes = "CODES = {\n    100: ('continue',),\n    200: ('ok',),\n}\n"
+    # new entries of a dict keyed by numbers: the "12: " form, none of it the file's lines
+    sketch = "CODES = {\n    100: ('continue',),\n    101: ('switching',),\n    102: ('processing',),\n" \
+             "    # ... existing code ...\n"
+    result = apply_sketch(codes, sketch, language="python")
+    assert result.applied, result.reason
+    assert result.merged == codes.replace(
+        "    200:", "    101: ('switching',),\n    102: ('processing',),\n    200:")
+    # a list of numbers, one a line
+    numbers = "DATA = [\n    1,\n]\n"
+    result = apply_sketch(numbers, "DATA = [\n    1,\n    2,\n    3,\n]\n", language="python")
+    assert result.applied and result.merged == "DATA = [\n    1,\n    2,\n    3,\n]\n"
