@@ -29,8 +29,9 @@ class ApplyFile(BaseModel):
     sketch: str = Field(description="The lazy edit sketch, with '... existing code ...' markers "
                         "in any comment syntax or none; a chat answer with the sketch in one "
                         "Markdown fence is read as the fenced code, without a first line "
-                        "that only names the file ('// filepath: src/app.js'). New lines take "
-                        "the original's line endings.")
+                        "that only names the file ('// filepath: src/app.js'); line numbers "
+                        "copied from a numbered view of the file ('12\\t', '12→', '12: ') "
+                        "are taken off. New lines take the original's line endings.")
     path: Optional[str] = Field(default=None, description="Path: names the diff, picks the language.")
     language: Optional[str] = None
 

@@ -8,7 +8,7 @@ spaces, trailing whitespace and a uniform indentation shift do not stop a match.
 from __future__ import annotations
 
 import re
-
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from itertools import repeat
 from operator import add, mul, sub
@@ -175,18 +175,41 @@ def _unnumbered(text: str, original: str) -> str:
     rising = sum(b > a for a, b in zip(values, values[1:]))
     if 4 * rising < 3 * (len(values) - 1):
         return text
-    # A copied view holds some of the file's own lines, once unnumbered. "200: ok" is also
-    # a dict's or a YAML map's line: with that form, half of them must be the file's.
-    keys = {line.strip() for line in own}
-    code = [(lines[i][m.end():].strip(), m.group("sep")[:1] == ":" and not m.group("l"))
-            for i, m in numbered if i in plain]
-    found = sum(1 for line, _ in code if line in keys)
-    colon = sum(1 for _, dict_like in code if dict_like)
-    if found == 0 or (2 * colon > len(code) and 2 * found < len(code)):
+    if not _from_a_view(lines, [(i, m) for i, m in numbered if i in plain], original):
         return text
     for i, m in numbered:
         lines[i] = lines[i][m.end():]
     return "\n".join(lines)
+
+
+def _from_a_view(lines: list[str], numbered: list[tuple[int, re.Match[str]]],
+                 original: str) -> bool:
+    """Whether the numbered code lines look copied from a numbered view of ``original``.
+    A copied view holds some of the file's own lines, once unnumbered (a sketch that only
+    adds lines shows none, and is read as it is: a numbered listing in a document looks
+    the same). ``200: ok`` is also a dict's or a YAML map's line: with that form, half the
+    lines must be the file's, or two of them must sit where their numbers say (one shift
+    for all, as in a view numbered after an earlier insertion)."""
+    where: dict[str, list[int]] = defaultdict(list)
+    for n, line in enumerate(original.split("\n"), 1):
+        where[line.strip()].append(n)
+    found = 0
+    shifts: Counter[int] = Counter()
+    colon = 0
+    for i, m in numbered:
+        if m.group("sep")[:1] == ":" and not m.group("l"):
+            colon += 1
+        body = lines[i][m.end():].strip()
+        at = where.get(body)
+        if at:
+            found += 1
+            if len(body) > 3:  # a "}" or "pass" sits in many places
+                shifts.update({int(m.group("n")) - n for n in at})
+    if found == 0:
+        return False
+    if 2 * colon <= len(numbered):
+        return True
+    return 2 * found >= len(numbered) or max(shifts.values(), default=0) >= 2
 
 
 def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:

@@ -148,3 +148,17 @@ def test_numbers_that_are_code_stay() -> None:
     numbers = "DATA = [\n    1,\n]\n"
     result = apply_sketch(numbers, "DATA = [\n    1,\n    2,\n    3,\n]\n", language="python")
     assert result.applied and result.merged == "DATA = [\n    1,\n    2,\n    3,\n]\n"
+
+
+def test_a_numbered_view_in_the_dict_like_form_with_mostly_new_lines() -> None:
+    # "12: " is also a dict's line, so that form needs more than one line of the file: here
+    # two of six are the file's, each at the number the view gave it (f2 is lines 11-13)
+    sketch = ("# ... existing code ...\n11: def f2(x):\n12:     value = x + 20\n13:     y = 1\n"
+              "14:     z = 2\n15:     w = 3\n13:     return value\n# ... existing code ...\n")
+    result = apply_sketch(ORIGINAL, sketch, language="python")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("x + 2\n", "x + 20\n    y = 1\n    z = 2\n    w = 3\n")
+    # the same lines numbered where the file does not have them: read as they are
+    shifted = sketch.replace("11: def", "31: def").replace("13:     return", "40:     return")
+    result = apply_sketch(ORIGINAL, shifted, language="python")
+    assert not result.applied or "31: def" in (result.merged or "")
