@@ -57,16 +57,16 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specialists.apply.sketch_styles import (OUTLINE_KINDS, chat_answer,  # noqa: E402
+from specialists.apply.sketch_styles import (EDIT_FORMATS, OUTLINE_KINDS, chat_answer,  # noqa: E402
                                              make_frontier_sketch, make_outline_sketch,
-                                             numbered_sketch, reword_sketch)
+                                             edit_answer, numbered_sketch, reword_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
@@ -149,6 +149,21 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
                 if osk.changed:
                     yield Case(sketch=osk.text, label=osk.label, k=osk.kind, noise=osk.noise,
                                generator="outline", kind=f"{osk.kind}/{osk.deletions}", **common)
+
+
+def edit_cases(source: Iterable[Case], formats: tuple[str, ...],
+               rng: random.Random) -> Iterator[Case]:
+    """Each commit of ``source`` once per format, written in that edit format."""
+    seen: set[int] = set()
+    for case in source:
+        key = hash((case.path, case.before, case.after))
+        if key in seen:
+            continue
+        seen.add(key)
+        for fmt in formats:
+            text, label = edit_answer(case.before, case.after, fmt, rng, case.path, case.language)
+            yield replace(case, sketch=text, label=label, generator=fmt, k="-", noise="none",
+                          kind=fmt)
 
 
 def generator_names(choice: str) -> tuple[str, ...]:
@@ -321,6 +336,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--line-numbers", action="store_true",
                         help="write each sketch's lines with the numbers of a numbered view of "
                              "the original (cat -n and four other forms; numbered_sketch)")
+    parser.add_argument("--edit-format", default=None,
+                        choices=(*EDIT_FORMATS, "all"),
+                        help="send each commit once as an edit in another format instead of a "
+                             "lazy sketch: SEARCH/REPLACE blocks, a unified diff (line numbers "
+                             "right, off or left out) or an apply_patch envelope; all: one of "
+                             "each per commit (edit_answer). The commits are --generator's")
     parser.add_argument("--per-project", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--failures", type=Path, default=None,
@@ -367,7 +388,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     generators = generator_names(args.generator)
     wrap = random.Random(args.seed * 1_000_041 + 17)
-    for case in cases(load(args.data, args.per_project, args.seed), args.seed, generators):
+    source = cases(load(args.data, args.per_project, args.seed), args.seed, generators)
+    if args.edit_format:
+        formats = EDIT_FORMATS if args.edit_format == "all" else (args.edit_format,)
+        source = edit_cases(source, formats, wrap)
+        generators = formats
+    for case in source:
         if args.line_numbers:
             case.sketch = numbered_sketch(case.sketch, case.before, wrap)
         if args.chat_wrap:

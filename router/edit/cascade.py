@@ -314,11 +314,17 @@ class EditPipeline:
             text, why, span, stats = self._apply(original, body, path)
             if text is None:
                 return None, f"{path}: the applier abstained: {why}", {"span": span}
-            invented = invented_lines(original, text, body)
+            written = None
+            if stats.get("format"):  # a diff or SEARCH/REPLACE blocks: their new lines
+                from specialists.apply import edit_new_lines
+
+                written = edit_new_lines(body, original, path)
+            invented = invented_lines(original, text, body if written is None else written)
             if invented:
                 return None, (f"{path}: the merge added {len(invented)} line(s) the sketch does "
                               f"not contain, e.g. {invented[0]!r}"), {"invented": invented[:5]}
-            unexplained = unexplained_deletion(original, text, body)
+            # such an answer shows every line it deletes
+            unexplained = None if written is not None else unexplained_deletion(original, text, body)
             if unexplained:
                 return None, f"{path}: {unexplained}", {}
             merged[path] = match_final_newline(text, original)

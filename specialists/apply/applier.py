@@ -9,6 +9,7 @@ from typing import Iterable
 
 from specialists.apply import align, checks, gap_search
 from specialists.apply.diff import opcodes, unified_diff
+from specialists.apply.edits import apply_edit, read_edit
 from specialists.apply.languages import language_for_path
 from specialists.apply.merge import merge
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
@@ -56,18 +57,26 @@ def apply_sketch(
     started = time.perf_counter()
     language = language or language_for_path(path)
     offset = 0
-    if isinstance(original, str) and isinstance(sketch, str):
-        # a fence around it and a first line naming the file are not the sketch's
-        sketch, offset = sketch_text(sketch, original, endings=False, path=path)
+    edit = None
     try:
-        result = _apply(original, sketch, language, path, opts)
+        if isinstance(original, str) and isinstance(sketch, str):
+            _check_input(original, sketch, opts)
+            # SEARCH/REPLACE blocks, a unified diff, an apply_patch envelope
+            edit = read_edit(sketch, original, path)
+            if edit is None:
+                # a fence around it and a first line naming the file are not the sketch's
+                sketch, offset = sketch_text(sketch, original, endings=False, path=path)
+        if edit is not None:
+            result = apply_edit(original, edit, language, path, opts)
+        else:
+            result = _apply(original, sketch, language, path, opts)
     except Abstain as exc:
         result = ApplyResult("abstained", reason=exc.reason, span=exc.span, path=path,
                              confidence=0.0)
     except RecursionError as exc:  # pragma: no cover - defensive: a clear answer, not a crash
         log.exception("applier failed on %s", path)
         result = ApplyResult("abstained", reason=f"internal error: {exc}", path=path, confidence=0.0)
-    if opts.reading_search and _searchable(original, sketch, opts):
+    if opts.reading_search and edit is None and _searchable(original, sketch, opts):
         result = _scored(original, sketch, language, path, opts, result)
     if offset and result.span is not None:  # counted in the lines the caller sent
         result.span = (result.span[0] + offset, result.span[1] + offset)
@@ -78,14 +87,7 @@ def apply_sketch(
 
 def _apply(original: str, sketch: str, language: str | None, path: str | None,
            opts: ApplyOptions) -> ApplyResult:
-    if not isinstance(original, str) or not isinstance(sketch, str):
-        raise Abstain("original and sketch must be text")
-    if "\x00" in original[:8192] or "\x00" in sketch[:8192]:
-        raise Abstain("the file looks binary (it contains NUL bytes)")
-    if not sketch.strip():
-        raise Abstain("the sketch is empty")
-    if original.count("\n") > opts.max_lines or sketch.count("\n") > opts.max_lines:
-        raise Abstain(f"input over {opts.max_lines} lines")
+    _check_input(original, sketch, opts)
     if not original.strip():
         return _new_file(original, sketch, path)
     merged = merge(original, sketch, language, opts)
@@ -116,6 +118,17 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
         confidence = min(confidence, 0.9)
     return ApplyResult("applied", merged=merged.text(), diff=diff, path=path,
                        confidence=confidence, stats=stats)
+
+
+def _check_input(original: str, sketch: str, opts: ApplyOptions) -> None:
+    if not isinstance(original, str) or not isinstance(sketch, str):
+        raise Abstain("original and sketch must be text")
+    if "\x00" in original[:8192] or "\x00" in sketch[:8192]:
+        raise Abstain("the file looks binary (it contains NUL bytes)")
+    if not sketch.strip():
+        raise Abstain("the sketch is empty")
+    if original.count("\n") > opts.max_lines or sketch.count("\n") > opts.max_lines:
+        raise Abstain(f"input over {opts.max_lines} lines")
 
 
 def _searchable(original: str, sketch: str, opts: ApplyOptions) -> bool:

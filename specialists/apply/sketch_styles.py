@@ -688,3 +688,122 @@ def numbered_sketch(sketch: str, before: str, rng: random.Random) -> str:
         out.append(fmt.format(n=last, line=line).rstrip() if not line.strip()
                    else fmt.format(n=last, line=line))
     return "\n".join(out)
+
+
+EDIT_FORMATS = ("search_replace", "unified_diff", "apply_patch")
+
+
+def edit_answer(before: str, after: str, fmt: str, rng: random.Random, path: str,
+                language: str) -> tuple[str, str]:
+    """The change from ``before`` to ``after`` written as a model writes it in an edit
+    format other than a lazy sketch, and its label (``unique`` when every block's lines to
+    find occur once in ``before``, else ``ambiguous``):
+
+    * ``search_replace``: aider's blocks (the file's path above a fence) or Cline's
+      (``------- SEARCH`` / ``+++++++ REPLACE``), 0-3 lines of context (at least one line to
+      find), one block in eight with its indentation taken off (the model dedented it);
+    * ``unified_diff``: 0-3 lines of context, ``--- a/`` headers half the time, the hunks'
+      line numbers right, off by a few lines or written ``@@ ... @@`` (a third each), blank
+      context lines without their space one answer in three, fenced as ``diff`` half the
+      time;
+    * ``apply_patch``: OpenAI's envelope, 1-3 lines of context, the enclosing definition's
+      header as a ``@@`` scope line half the time."""
+    (a, _), (b, _) = _split(before), _split(after)
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    context = rng.choice((0, 1, 2, 2, 3, 3)) if fmt != "apply_patch" else rng.choice((1, 2, 3, 3))
+    groups = list(matcher.get_grouped_opcodes(context))
+    blocks = []  # (a0, a1, find, put)
+    for group in groups:
+        a0, a1 = group[0][1], group[-1][2]
+        b0, b1 = group[0][3], group[-1][4]
+        if a0 == a1 and a0 > 0:  # nothing to find: take the line above as context
+            a0, b0 = a0 - 1, b0 - 1
+        blocks.append((a0, a1, a[a0:a1], b[b0:b1]))
+    label = "unique" if all(_occurs_once(a, find) for _, _, find, _ in blocks) else "ambiguous"
+    if fmt == "search_replace":
+        cline = rng.random() < 0.25
+        parts = []
+        for _, _, find, put in blocks:
+            if rng.random() < 1 / 8:
+                find, put = _dedented(find, put)
+            opener, closer = ("------- SEARCH", "+++++++ REPLACE") if cline else (
+                "<<<<<<< SEARCH", ">>>>>>> REPLACE")
+            parts.append("\n".join([opener, *find, "=======", *put, closer]))
+        if cline:
+            return "\n\n".join(parts) + "\n", label
+        tag = _FENCE_TAGS.get(language, "")
+        return "".join(f"{path}\n```{tag}\n{part}\n```\n\n" for part in parts), label
+    if fmt == "unified_diff":  # its hunks as written: one that only adds has nothing to find
+        label = "unique" if all(_occurs_once(a, a[g[0][1]:g[-1][2]]) for g in groups) \
+            else "ambiguous"
+        lines = [f"--- a/{path}", f"+++ b/{path}"] if rng.random() < 0.5 else []
+        numbers = rng.choice(("right", "off", "none"))
+        bare_blank = rng.random() < 1 / 3
+        for group in groups:
+            a0, a1, b0, b1 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+            if numbers == "none":
+                lines.append("@@ ... @@")
+            else:
+                shift = rng.choice((-1, 1)) * rng.randint(1, 12) if numbers == "off" else 0
+                start = max(a0 + 1 + shift, 1) if a1 > a0 else a0
+                lines.append(f"@@ -{start},{a1 - a0} +{max(b0 + 1 + shift, 1)},{b1 - b0} @@")
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    lines += ["" if bare_blank and not line else " " + line for line in a[i1:i2]]
+                    continue
+                lines += ["-" + line for line in a[i1:i2]]
+                lines += ["+" + line for line in b[j1:j2]]
+        text = "\n".join(lines) + "\n"
+        if rng.random() < 0.5:
+            text = "Here is the diff:\n\n```diff\n" + text + "```\n"
+        return text, label
+    if fmt == "apply_patch":
+        lines = ["*** Begin Patch", f"*** Update File: {path}"]
+        for group in groups:
+            a0 = group[0][1]
+            scope = _enclosing_header(a, a0, language) if rng.random() < 0.5 else None
+            lines.append(f"@@ {scope.strip()}" if scope else "@@")
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    lines += [" " + line for line in a[i1:i2]]
+                    continue
+                lines += ["-" + line for line in a[i1:i2]]
+                lines += ["+" + line for line in b[j1:j2]]
+        lines.append("*** End Patch")
+        return "\n".join(lines) + "\n", label
+    raise ValueError(f"unknown edit format {fmt!r}; known: {', '.join(EDIT_FORMATS)}")
+
+
+def _occurs_once(lines: list[str], find: list[str]) -> bool:
+    if not find:
+        return False
+    size = len(find)
+    return sum(lines[k:k + size] == find for k in range(len(lines) - size + 1)) == 1
+
+
+def _dedented(find: list[str], put: list[str]) -> tuple[list[str], list[str]]:
+    """Both sides with the lines to find's common indentation taken off (where the new
+    lines have it too)."""
+    lead = [line[:_indent(line)] for line in find if line.strip()]
+    common = min(lead, key=len) if lead else ""
+    if not common or not all(x.startswith(common) for x in lead) or not all(
+            line.startswith(common) for line in put if line.strip()):
+        return find, put
+    cut = len(common)
+    return ([line[cut:] for line in find], [line[cut:] for line in put])
+
+
+def _enclosing_header(lines: list[str], at: int, language: str) -> str | None:
+    """The nearest definition header above line ``at`` that encloses it (less indented)."""
+    width = None
+    for k in range(min(at, len(lines) - 1), -1, -1):
+        line = lines[k]
+        if not line.strip():
+            continue
+        if width is None:
+            width = _indent(line)
+            continue
+        if _indent(line) < width and _def_name(line, language):
+            return line
+        width = min(width, _indent(line))
+    return None

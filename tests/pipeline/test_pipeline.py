@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -74,6 +76,19 @@ def test_sketch_is_applied_and_traced(client: FrontierClient, fake: FakeFrontier
     assert (repo / "app.py").read_text() == BEFORE, "nothing is written without write"
     system = fake.requests[0]["messages"][0]["content"]
     assert "# ... existing code ..." in system, "the prompt states the marker convention"
+
+
+def test_an_answer_written_as_a_diff_is_applied_without_escalating(
+        client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
+    # asked for a sketch, the model answers with a unified diff (line numbers left out)
+    diff = "".join(difflib.unified_diff(BEFORE.splitlines(True), AFTER.splitlines(True), n=2))
+    diff = re.sub(r"(?m)^@@ .* @@$", "@@ ... @@", diff.split("\n", 2)[2])
+    fake.push(f"text:```diff\n{diff}```\n")
+    result = run(pipe(client, ["fake"]),
+                 EditRequest("add a docstring to greet", repo=str(repo_with_app(tmp_path)),
+                             files=["app.py"]))
+    assert result.status == "applied" and result.files["app.py"] == AFTER
+    assert [s.stage for s in result.trace].count("frontier") == 1, "no escalation"
 
 
 def test_abstain_escalates_to_search_replace(client: FrontierClient, fake: FakeFrontier) -> None:
