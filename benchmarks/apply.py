@@ -69,7 +69,8 @@ from specialists.apply.sketch_styles import (EDIT_FORMATS, OUTLINE_KINDS, chat_a
                                              edit_answer, numbered_sketch, reword_sketch)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
-from specialists.apply.result import ApplyOptions, ApplyResult  # noqa: E402
+from specialists.apply.edits import read_edit  # noqa: E402
+from specialists.apply.result import Abstain, ApplyOptions, ApplyResult  # noqa: E402
 from specialists.apply.scorer import default_scorer  # noqa: E402
 from specialists.apply.markers import LineKind, classify  # noqa: E402
 
@@ -190,6 +191,29 @@ def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random
 
 
 # ---- plain line-anchor baseline -----------------------------------------------------------
+
+def first_place_apply(original: str, answer: str, path: str) -> str | None:
+    """The baseline for ``--edit-format``: each block's lines to find, taken exactly, replaced
+    at their first place in the file as it stands after the blocks before (aider's first
+    rule; ``None`` where a block's lines are not in it). The blocks are the applier's own
+    reading of the answer, so the two differ only in where they put them."""
+    try:
+        edit = read_edit(answer, original, path)
+    except Abstain:
+        return None
+    if edit is None:
+        return None
+    text = original
+    for block in edit.blocks:
+        find = "".join(line + "\n" for line in block.find)
+        at = text.find(find) if find else -1
+        while at > 0 and text[at - 1] != "\n":  # a whole line, not the end of one
+            at = text.find(find, at + 1)
+        if at < 0:
+            return None
+        text = text[:at] + "".join(line + "\n" for line in block.put) + text[at + len(find):]
+    return text
+
 
 def baseline_apply(original: str, sketch: str) -> str | None:
     """Each block replaces [first occurrence of its first line, first occurrence of its last
@@ -425,7 +449,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     result = ApplyResult("abstained", reason="scorer below threshold",
                                          path=case.path, confidence=p)
         started = time.perf_counter()
-        base = baseline_apply(case.before, case.sketch)
+        base = (first_place_apply(case.before, case.sketch, case.path) if args.edit_format
+                else baseline_apply(case.before, case.sketch))
         baseline_seconds += time.perf_counter() - started
 
         apply_seconds += elapsed
@@ -456,6 +481,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             s["silent_wrong"] += result.applied and not exact_ws
             s["silent_wrong_bytes"] += result.applied and not exact
             s["baseline_exact"] += base_exact
+            s["baseline_wrong"] += base is not None and normalise(base) != normalise(case.after)
             if result.applied and not exact:
                 s["deleted_unchanged"] += deleted_unchanged(case.before, case.after, result.merged or "")
         if meter is not None:
@@ -617,7 +643,8 @@ def _scores(s: Counter[str], u: Counter[str] | None = None,
                abstain=ratio(s["abstained"], s["n"]),
                silent_wrong=ratio(s["silent_wrong"], s["n"]),
                silent_wrong_bytes=ratio(s["silent_wrong_bytes"], s["n"]),
-               baseline_exact=ratio(s["baseline_exact"], s["n"]))
+               baseline_exact=ratio(s["baseline_exact"], s["n"]),
+               baseline_silent_wrong=ratio(s["baseline_wrong"], s["n"]))
     return out
 
 
@@ -640,7 +667,7 @@ def generator_summary(g: str, stats: dict[str, Counter[str]]) -> dict[str, Any]:
 
 def print_side_by_side(by_generator: dict[str, dict[str, Any]]) -> None:
     keys = ("n", "exact_unique", "exact_ambiguous", "correct_or_abstain_ambiguous", "silent_wrong",
-            "silent_wrong_bytes", "abstain")
+            "silent_wrong_bytes", "abstain", "baseline_exact", "baseline_silent_wrong")
     names = list(by_generator)
     print("\n" + f"{'':32s}" + "".join(f"{n:>12s}" for n in names), file=sys.stderr)
     for key in keys:

@@ -734,11 +734,22 @@ def edit_answer(before: str, after: str, fmt: str, rng: random.Random, path: str
         tag = _FENCE_TAGS.get(language, "")
         return "".join(f"{path}\n```{tag}\n{part}\n```\n\n" for part in parts), label
     if fmt == "unified_diff":  # its hunks as written: one that only adds has nothing to find
+        # lines with their ends, so that a last line gaining or losing its newline is a change
+        # ("\ No newline at end of file", as git writes it)
+        a, b = _terminated(before), _terminated(after)
+        groups = list(difflib.SequenceMatcher(None, a, b, autojunk=False)
+                      .get_grouped_opcodes(context))
         label = "unique" if all(_occurs_once(a, a[g[0][1]:g[-1][2]]) for g in groups) \
             else "ambiguous"
         lines = [f"--- a/{path}", f"+++ b/{path}"] if rng.random() < 0.5 else []
         numbers = rng.choice(("right", "off", "none"))
         bare_blank = rng.random() < 1 / 3
+
+        def written(prefix: str, line: str) -> list[str]:
+            text = "" if bare_blank and prefix == " " and line == "\n" else \
+                prefix + line.removesuffix("\n")
+            return [text] if line.endswith("\n") else [text, "\\ No newline at end of file"]
+
         for group in groups:
             a0, a1, b0, b1 = group[0][1], group[-1][2], group[0][3], group[-1][4]
             if numbers == "none":
@@ -749,10 +760,10 @@ def edit_answer(before: str, after: str, fmt: str, rng: random.Random, path: str
                 lines.append(f"@@ -{start},{a1 - a0} +{max(b0 + 1 + shift, 1)},{b1 - b0} @@")
             for tag, i1, i2, j1, j2 in group:
                 if tag == "equal":
-                    lines += ["" if bare_blank and not line else " " + line for line in a[i1:i2]]
+                    lines += [out for line in a[i1:i2] for out in written(" ", line)]
                     continue
-                lines += ["-" + line for line in a[i1:i2]]
-                lines += ["+" + line for line in b[j1:j2]]
+                lines += [out for line in a[i1:i2] for out in written("-", line)]
+                lines += [out for line in b[j1:j2] for out in written("+", line)]
         text = "\n".join(lines) + "\n"
         if rng.random() < 0.5:
             text = "Here is the diff:\n\n```diff\n" + text + "```\n"
@@ -772,6 +783,11 @@ def edit_answer(before: str, after: str, fmt: str, rng: random.Random, path: str
         lines.append("*** End Patch")
         return "\n".join(lines) + "\n", label
     raise ValueError(f"unknown edit format {fmt!r}; known: {', '.join(EDIT_FORMATS)}")
+
+
+def _terminated(text: str) -> list[str]:
+    """``text``'s lines, each with its newline (the last one without, where it has none)."""
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
 def _occurs_once(lines: list[str], find: list[str]) -> bool:

@@ -146,6 +146,10 @@ def test_new_files_crlf_and_final_newlines() -> None:
     # "\ No newline at end of file" after an added line: the new file has none
     diff = "@@ -14,2 +14,2 @@\n \tfmt.Println(y)\n-}\n+} // b\n\\ No newline at end of file\n"
     assert apply_sketch(GO, diff, path="main.go").merged == GO[:-2] + "} // b"
+    # ... and after a removed line: the old file had none, the new one has one
+    diff = "@@ -15,1 +15,1 @@\n-}\n\\ No newline at end of file\n+}\n"
+    result = apply_sketch(GO[:-1], diff, path="main.go")
+    assert result.applied and result.merged == GO
 
 
 @pytest.mark.parametrize("original,path", [
