@@ -31,7 +31,9 @@ class ApplyFile(BaseModel):
                         "Markdown fence is read as the fenced code, without a first line "
                         "that only names the file ('// filepath: src/app.js'); line numbers "
                         "copied from a numbered view of the file ('12\\t', '12→', '12: ') "
-                        "are taken off. New lines take the original's line endings.")
+                        "are taken off. SEARCH/REPLACE blocks, a unified diff or an "
+                        "apply_patch envelope are read as such. New lines take the "
+                        "original's line endings.")
     path: Optional[str] = Field(default=None, description="Path: names the diff, picks the language.")
     language: Optional[str] = None
 
