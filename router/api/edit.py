@@ -30,7 +30,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.api.apply import check_request_size
-from router.api.jsonbody import FILE_PATH, PATH, JSONRoute
+from router.api.jsonbody import FILE_PATH, NOT_BLANK, PATH, JSONRoute
 from router.errors import BadRequest, UnknownRoute
 from router.registry import uses
 from specialists.base import Specialist
@@ -52,7 +52,8 @@ _WRITE_NEEDS_REPO = {"anyOf": [
 class EditBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_WRITE_NEEDS_REPO)
 
-    instruction: str = Field(min_length=1, max_length=100_000)
+    instruction: str = Field(min_length=1, max_length=100_000, pattern=NOT_BLANK,
+                             description="What to change; not only blanks.")
     route: str = "auto"
     """A route under ``routes:``; its model targets are tried in order."""
     repo: str | None = Field(None, min_length=1, pattern=PATH,

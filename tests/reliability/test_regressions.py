@@ -109,6 +109,25 @@ def test_a_lone_surrogate_is_a_400_not_a_500(served: str, path: str, body: Any) 
     assert raw.status_code == 400, raw.text
 
 
+def test_a_blank_instruction_is_refused_by_the_schema_it_publishes(served: str) -> None:
+    """schemathesis (CI, fuzzing phase): POST /v1/edit with ``"instruction": "\\r"`` passed
+    the published schema (min_length 1) and was refused as empty: the schema now says
+    what the server holds, so a blank instruction breaks it and gets the same 400."""
+    import json
+    import re
+
+    import httpx
+
+    schema = httpx.get(f"{served}/openapi.json", timeout=30).json()
+    # a JSON Schema pattern matches anywhere in the string, as re.search does
+    pattern = schema["components"]["schemas"]["EditBody"]["properties"]["instruction"]["pattern"]
+    for blank in ("\r", " \t\n", "\u3000"):
+        assert re.search(pattern, blank) is None, repr(blank)
+        r = _post(served, "/v1/edit", json.dumps({"instruction": blank, "route": "r"}).encode())
+        assert r.status_code == 400 and r.json()["error"]["param"] == "instruction", r.text
+    assert re.search(pattern, " fix it ")
+
+
 def test_paired_surrogates_are_text(served: str) -> None:
     r = _post(served, "/v1/apply",
               b'{"original": "x = 1\\n", "sketch": "x = \\"\\ud83d\\ude00\\"\\n"}')
