@@ -75,18 +75,20 @@ def read_edit(text: str, original: str, path: str | None = None) -> Edit | None:
     other files only, a patch that deletes the file."""
     if path and path.lower().endswith(_PATCH_SUFFIXES):
         return None  # a patch file's own text is what the sketch edits
+    if "SEARCH" not in text and "*** " not in text and "@@" not in text:
+        return None  # a lazy sketch, the common case: decided without splitting it
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     own = original.split("\n")
-    if any(_SEARCH.match(line) for line in lines) and any(
+    if "SEARCH" in text and any(_SEARCH.match(line) for line in lines) and any(
             _REPLACE.match(line) or _DIVIDER.match(line) for line in lines):
         if any(_SEARCH.match(line.strip()) or _REPLACE.match(line.strip()) for line in own):
             return None
         return _search_replace(lines, path)
-    if any(_V4A_BEGIN.match(line) for line in lines):
+    if "*** " in text and any(_V4A_BEGIN.match(line) for line in lines):
         if any(_V4A_BEGIN.match(line) for line in own):
             return None
         return _apply_patch(lines, path)
-    if any(_HUNK.match(line) for line in lines):
+    if "@@" in text and any(_HUNK.match(line) for line in lines):
         if any(_HUNK.match(line) or line.startswith(("+++ ", "--- a/")) for line in own):
             return None
         return _unified_diff(lines, path)
