@@ -307,7 +307,9 @@ class EditPipeline:
         merged: dict[str, str] = {}
         guesses: dict[str, int] = {}
         for path, body in bodies:
-            original = files.get(path, "")
+            # a second block for a file a first one changed applies to that file's new text
+            # (an answer that shows two places of one file in two fences)
+            original = merged[path] if path in merged else files.get(path, "")
             if fmt == "whole_file":
                 merged[path] = match_final_newline(body, original)
                 continue

@@ -91,6 +91,22 @@ def test_an_answer_written_as_a_diff_is_applied_without_escalating(
     assert [s.stage for s in result.trace].count("frontier") == 1, "no escalation"
 
 
+def test_two_blocks_for_one_file_both_apply(client: FrontierClient, fake: FakeFrontier,
+                                            tmp_path: Path) -> None:
+    # the answer shows two places of app.py in two fences, prose between: before, the second
+    # was merged into the original file and the first change was lost without a word
+    after = AFTER.replace("    return a + b\n", "    return b + a\n")
+    first = "# ... existing code ...\ndef greet(name):\n    \"\"\"Say hello.\"\"\"\n" \
+            "    return f\"hello {name}\"\n# ... existing code ...\n"
+    second = "# ... existing code ...\ndef add(a, b):\n    return b + a\n# ... existing code ...\n"
+    fake.push(f"text:First the greeting:\n```python app.py\n{first}```\nThen add:\n"
+              f"```python app.py\n{second}```\n")
+    result = run(pipe(client, ["fake"]),
+                 EditRequest("two changes", repo=str(repo_with_app(tmp_path)), files=["app.py"]))
+    assert result.status == "applied", result.trace
+    assert result.files["app.py"] == after
+
+
 def test_abstain_escalates_to_search_replace(client: FrontierClient, fake: FakeFrontier) -> None:
     fake.push(fenced(UNPLACEABLE), "text:" + search_replace_blocks(BEFORE, AFTER, "app.py"))
     result = run(pipe(client, ["fake"]),
