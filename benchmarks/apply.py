@@ -66,7 +66,8 @@ sys.path.insert(0, str(ROOT))
 
 from specialists.apply.sketch_styles import (EDIT_FORMATS, OUTLINE_KINDS, chat_answer,  # noqa: E402
                                              make_frontier_sketch, make_outline_sketch,
-                                             edit_answer, numbered_sketch, reword_sketch)
+                                             edit_answer, numbered_sketch, reword_sketch,
+                                             split_answer)
 from specialists.apply import apply_sketch, make_sketch  # noqa: E402
 from specialists.apply.applier import warm  # noqa: E402
 from specialists.apply.edits import read_edit  # noqa: E402
@@ -357,6 +358,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="send each sketch as a chat answer: in a Markdown fence, a "
                              "comment naming the file on top one time in four, a sentence "
                              "above or below, CRLF one time in three (chat_answer)")
+    parser.add_argument("--chat-split", action="store_true",
+                        help="send each sketch as a chat answer that shows it in two fences, "
+                             "split at a marker, with prose and a shell block between "
+                             "(split_answer)")
     parser.add_argument("--line-numbers", action="store_true",
                         help="write each sketch's lines with the numbers of a numbered view of "
                              "the original (cat -n and four other forms; numbered_sketch)")
@@ -422,6 +427,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             case.sketch = numbered_sketch(case.sketch, case.before, wrap)
         if args.chat_wrap:
             case.sketch = chat_answer(case.sketch, case.language, wrap, case.path)
+        if args.chat_split:
+            case.sketch = split_answer(case.sketch, case.language, wrap)
         key = id(case.after)
         if key not in token_cache:
             token_cache = {key: len(enc.encode(case.after, disallowed_special=()))}

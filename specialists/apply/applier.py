@@ -15,7 +15,7 @@ from specialists.apply.merge import merge
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
 from specialists.apply.scorer import choose, default_scorer
 from specialists.apply.search import search
-from specialists.apply.text import sketch_text, split_lines
+from specialists.apply.text import fenced_parts, sketch_text, split_lines
 
 __all__ = ["FileEdit", "apply_many", "apply_sketch", "combined_diff", "warm"]
 
@@ -58,16 +58,21 @@ def apply_sketch(
     language = language or language_for_path(path)
     offset = 0
     edit = None
+    parts: list[tuple[str, int]] = []
     try:
         if isinstance(original, str) and isinstance(sketch, str):
             _check_input(original, sketch, opts)
             # SEARCH/REPLACE blocks, a unified diff, an apply_patch envelope
             edit = read_edit(sketch, original, path)
-            if edit is None:
+            if edit is None:  # a chat answer with the change in two or more fences
+                parts = fenced_parts(sketch, original, language)
+            if edit is None and not parts:
                 # a fence around it and a first line naming the file are not the sketch's
                 sketch, offset = sketch_text(sketch, original, endings=False, path=path)
         if edit is not None:
             result = apply_edit(original, edit, language, path, opts)
+        elif parts:
+            result = _apply_parts(original, parts, language, path, opts)
         else:
             result = _apply(original, sketch, language, path, opts)
     except Abstain as exc:
@@ -76,7 +81,7 @@ def apply_sketch(
     except RecursionError as exc:  # pragma: no cover - defensive: a clear answer, not a crash
         log.exception("applier failed on %s", path)
         result = ApplyResult("abstained", reason=f"internal error: {exc}", path=path, confidence=0.0)
-    if opts.reading_search and edit is None and _searchable(original, sketch, opts):
+    if opts.reading_search and edit is None and not parts and _searchable(original, sketch, opts):
         result = _scored(original, sketch, language, path, opts, result)
     if offset and result.span is not None:  # counted in the lines the caller sent
         result.span = (result.span[0] + offset, result.span[1] + offset)
@@ -118,6 +123,39 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
         confidence = min(confidence, 0.9)
     return ApplyResult("applied", merged=merged.text(), diff=diff, path=path,
                        confidence=confidence, stats=stats)
+
+
+def _apply_parts(original: str, parts: list[tuple[str, int]], language: str | None,
+                 path: str | None, opts: ApplyOptions) -> ApplyResult:
+    """A chat answer's code blocks read as one sketch, in the order they come, with a
+    marker between two blocks where neither shows one at the seam (two fences are two
+    places of the file). The span of an abstain is counted in the answer's own lines."""
+    from specialists.apply.markers import LineKind, classify
+
+    joined: list[str] = []
+    where: list[int] = []  # the answer's line (1-based) of each joined line
+    for body, before in parts:
+        lines = body.split("\n")[:-1]
+        numbers = list(range(before + 1, before + 1 + len(lines)))
+        head = next((i for i, line in enumerate(lines) if line.strip()), None)
+        tail = next((x.strip() for x in reversed(joined) if x.strip()), None)
+        if head is not None and tail is not None:
+            code = classify(lines[head].strip())[0] == LineKind.CODE
+            if code and classify(tail)[0] == LineKind.CODE:
+                joined.append("... existing code ...")
+                where.append(before)  # the opening fence's line
+            elif not code and lines[head].strip() == tail:
+                del lines[head], numbers[head]  # the marker that closed the block before
+        joined.extend(lines)
+        where.extend(numbers)
+    result = apply_sketch(original, "".join(line + "\n" for line in joined), language, path, opts)
+    if result.span is not None:
+        lo, hi = (min(max(k, 1), len(where)) for k in result.span)
+        result.span = (where[lo - 1], where[hi - 1])
+    if not result.applied and len(parts) > 1 and result.reason:
+        result.reason = f"the {len(parts)} code blocks read as one sketch: {result.reason}"
+    result.stats["code_blocks"] = len(parts)
+    return result
 
 
 def _check_input(original: str, sketch: str, opts: ApplyOptions) -> None:

@@ -823,3 +823,29 @@ def _enclosing_header(lines: list[str], at: int, language: str) -> str | None:
             return line
         width = min(width, _indent(line))
     return None
+
+
+_BETWEEN_FENCES = ("Then:", "And further down:", "Next, update this part:", "Finally:")
+
+
+def split_answer(sketch: str, language: str, rng: random.Random) -> str:
+    """``sketch`` as a chat answer that shows the change in two fences, split at a marker
+    line with code on both sides (the marker ends the first block and opens the second),
+    prose before and between them, and a shell block between them half the time; a sketch
+    with no such marker comes back in one fence."""
+    from specialists.apply.markers import LineKind, classify
+
+    lines = sketch.removesuffix("\n").split("\n")  # its own blank lines at the end kept
+    code = [classify(line.strip())[0] == LineKind.CODE and bool(line.strip()) for line in lines]
+    inner = [i for i, line in enumerate(lines)
+             if line.strip() and not code[i] and any(code[:i]) and any(code[i + 1:])]
+    tag = _FENCE_TAGS.get(language, "")
+    if not inner:
+        return f"{rng.choice(_BEFORE_FENCE)}\n\n```{tag}\n" + "\n".join(lines) + "\n```\n"
+    cut = rng.choice(inner)
+    first, second = lines[:cut + 1], lines[cut:]
+    text = f"{rng.choice(_BEFORE_FENCE)}\n\n```{tag}\n" + "\n".join(first) + "\n```\n\n"
+    if rng.random() < 0.5:
+        text += "Run the tests after:\n\n```bash\nmake test\n```\n\n"
+    text += f"{rng.choice(_BETWEEN_FENCES)}\n\n```{tag}\n" + "\n".join(second) + "\n```\n"
+    return text

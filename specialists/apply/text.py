@@ -212,6 +212,45 @@ def _from_a_view(lines: list[str], numbered: list[tuple[int, re.Match[str]]],
     return 2 * found >= len(numbered) or max(shifts.values(), default=0) >= 2
 
 
+# Fence tags that name what a code block is written in: a block in another language than
+# the file's (a shell command beside the code, say) is not part of its sketch.
+_TAG_LANGUAGES = {
+    "python": "python", "py": "python", "python3": "python",
+    "javascript": "javascript", "js": "javascript", "jsx": "javascript", "mjs": "javascript",
+    "node": "javascript", "typescript": "typescript", "ts": "typescript",
+    "tsx": "typescript", "go": "go", "golang": "go", "rust": "rust", "rs": "rust",
+    "java": "java", "ruby": "ruby", "rb": "ruby", "c": "c", "cpp": "cpp", "c++": "cpp",
+    "bash": "shell", "sh": "shell", "shell": "shell", "zsh": "shell", "console": "shell",
+    "terminal": "shell", "powershell": "shell", "ps1": "shell", "cmd": "shell",
+}
+
+
+def fenced_parts(text: str, original: str, language: str | None) -> list[tuple[str, int]]:
+    """The code blocks of a chat answer that shows the change in two or more fences (prose
+    between them: "First the import: ... Then the function: ..."), each as (its text, the
+    number of the answer's lines before it), in order; a block tagged with another language
+    than the file's is left out. Empty where the answer has fewer than two fenced blocks,
+    or the original holds one of its fence lines itself (a Markdown file)."""
+    if text.count("```") < 4:
+        return []
+    lines = text.split("\n")
+    fences = _fence_lines(lines)
+    if len(fences) < 4 or len(fences) % 2:
+        return []
+    own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
+    if own & {lines[i].rstrip("\r ") for i in fences}:
+        return []
+    parts = []
+    for first, last in zip(fences[::2], fences[1::2]):
+        words = lines[first][3:].strip().lower().split()
+        tagged = _TAG_LANGUAGES.get(words[0]) if words else None
+        if tagged is not None and language is not None and tagged != language and not (
+                {tagged, language} <= {"javascript", "typescript"}):
+            continue
+        parts.append(("".join(line + "\n" for line in lines[first + 1:last]), first + 1))
+    return parts
+
+
 def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:
     if "```" not in text:
         return text, 0

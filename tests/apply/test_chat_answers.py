@@ -162,3 +162,35 @@ def test_a_numbered_view_in_the_dict_like_form_with_mostly_new_lines() -> None:
     shifted = sketch.replace("11: def", "31: def").replace("13:     return", "40:     return")
     result = apply_sketch(ORIGINAL, shifted, language="python")
     assert not result.applied or "31: def" in (result.merged or "")
+
+
+TWO_BLOCKS = ("First f1:\n\n```python\n# ... existing code ...\ndef f1(x):\n    value = x + 10\n"
+              "    return value\n# ... existing code ...\n```\n\nThen run the tests:\n```bash\n"
+              "pytest -q\n```\nAnd f3:\n```python\n# ... existing code ...\ndef f3(x):\n"
+              "    value = x + 30\n    return value\n# ... existing code ...\n```\n")
+
+
+def test_a_change_shown_in_two_fences_is_read_as_one_sketch() -> None:
+    # prose between the blocks, and a shell block (another language than the file's) left out
+    result = apply_sketch(ORIGINAL, TWO_BLOCKS, language="python", path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("x + 1\n", "x + 10\n").replace("x + 3\n", "x + 30\n")
+    assert result.stats["code_blocks"] == 2 and result.diff.startswith("diff --git a/m.py")
+    # a block that cannot be placed: the answer abstains, the span in the answer's own lines
+    bad = TWO_BLOCKS.replace("def f3(x):\n    value = x + 30", "def nope(q):\n    zz = 1")
+    result = apply_sketch(ORIGINAL, bad, language="python", path="m.py")
+    assert not result.applied and (result.reason or "").startswith("the 2 code blocks read as")
+    assert result.span is not None and bad.split("\n")[result.span[0] - 1] == "def nope(q):"
+    # two blocks with no marker at the seam are two places, not one run of lines
+    seamless = TWO_BLOCKS.replace("    return value\n# ... existing code ...\n```\n\nThen", "    return value\n```\n\nThen")
+    seamless = seamless.replace("```python\n# ... existing code ...\ndef f3", "```python\ndef f3")
+    result = apply_sketch(ORIGINAL, seamless, language="python", path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == ORIGINAL.replace("x + 1\n", "x + 10\n").replace("x + 3\n", "x + 30\n")
+
+
+def test_fences_the_file_holds_itself_are_not_split() -> None:
+    readme = "# Use\n\n```python\nx = 1\n```\n\n```python\ny = 2\n```\n"
+    sketch = readme.replace("y = 2", "y = 3")
+    result = apply_sketch(readme, sketch, path="README.md")
+    assert result.applied and result.merged == sketch
