@@ -27,8 +27,8 @@ class ApplyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     original: str = Field(description="The file as it is now.")
     sketch: str = Field(description="The lazy edit sketch, with '... existing code ...' markers "
-                        "in any comment syntax or none; a chat answer with the sketch in one "
-                        "Markdown fence is read as the fenced code, without a first line "
+                        "in any comment syntax or none; a chat answer with the sketch in "
+                        "Markdown fences is read as the fenced code, without a first line "
                         "that only names the file ('// filepath: src/app.js'); line numbers "
                         "copied from a numbered view of the file ('12\\t', '12→', '12: ') "
                         "are taken off. SEARCH/REPLACE blocks, a unified diff or an "
