@@ -26,10 +26,13 @@ EXIT_BAD_INPUT = 2
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "apply", help="merge a lazy edit sketch into a file",
-        description="Merge a lazy edit sketch into ORIGINAL: print the merged file, or the diff.",
+        description="Merge a lazy edit sketch into ORIGINAL: print the merged file, or the diff. "
+                    "The sketch may also be a model's whole chat answer (code in Markdown "
+                    "fences, prose around it), SEARCH/REPLACE blocks, a unified diff or an "
+                    "apply_patch envelope. Exit 3 when it abstains (the reason on stderr, or in --json).",
     )
     parser.add_argument("original", type=Path, help="the file as it is now")
-    parser.add_argument("sketch", type=Path, help="the lazy sketch ('-' reads standard input)")
+    parser.add_argument("sketch", type=Path, help="the lazy sketch or edit answer ('-' reads standard input)")
     parser.add_argument("--path", help="path for the diff header and language (default: ORIGINAL)")
     parser.add_argument("--language", help="language, when the extension does not say")
     out = parser.add_mutually_exclusive_group()

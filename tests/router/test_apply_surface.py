@@ -103,6 +103,29 @@ def test_cli_apply_prints_merged_file_diff_and_exit_codes(tmp_path: Path, capsys
     assert original.read_text() == MERGED
 
 
+def test_a_multi_file_diff_through_post_apply_and_the_cli(tmp_path: Path, capsys) -> None:
+    # one diff for two files, sent as each file's sketch: each gets its own part; the
+    # answer's line numbers are off (a model's), the hunks still land
+    other = "A = 1\nB = 2\n"
+    diff = ("Here is the change:\n```diff\n--- a/m.py\n+++ b/m.py\n@@ -20,2 +20,2 @@\n"
+            " def g():\n-    return 2\n+    return 20\n--- a/k.py\n+++ b/k.py\n"
+            "@@ -1,2 +1,2 @@\n A = 1\n-B = 2\n+B = 3\n```\n")
+    with running(create_app(load_config(write_config(tmp_path, REAL_APPLIER)))) as base:
+        r = httpx.post(f"{base}/v1/apply", timeout=30, json={"files": [
+            {"original": ORIGINAL, "sketch": diff, "path": "m.py"},
+            {"original": other, "sketch": diff, "path": "k.py"}]})
+    body = r.json()
+    assert r.status_code == 200 and body["status"] == "applied", body
+    assert [f["merged"] for f in body["files"]] == [MERGED, "A = 1\nB = 3\n"]
+    assert body["diff"].count("diff --git") == 2
+    original, answer = tmp_path / "m.py", tmp_path / "answer.md"
+    original.write_text(ORIGINAL)
+    answer.write_text(diff)
+    config = str(write_config(tmp_path, REAL_APPLIER))
+    assert cli_main(["apply", str(original), str(answer), "-c", config]) == 0
+    assert capsys.readouterr().out == MERGED
+
+
 def test_cli_apply_uses_the_default_config_and_the_swapped_applier(tmp_path: Path,
                                                                    capsys) -> None:
     original, sketch = tmp_path / "m.py", tmp_path / "s.py"
