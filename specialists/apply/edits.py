@@ -35,9 +35,10 @@ from specialists.apply.text import indent_of, indent_width, reindent, split_line
 
 __all__ = ["Block", "Edit", "apply_edit", "edit_new_lines", "read_edit"]
 
-_SEARCH = re.compile(r"^(?:<{5,9}|-{5,9}) ?SEARCH\s*$")
+# aider's blocks (and its older ORIGINAL/UPDATED spelling), Cline's "------- SEARCH"
+_SEARCH = re.compile(r"^(?:<{5,9}|-{5,9}) ?(?:SEARCH|ORIGINAL)\s*$")
 _DIVIDER = re.compile(r"^={5,9}\s*$")
-_REPLACE = re.compile(r"^(?:>{5,9}|\+{5,9}) ?REPLACE\s*$")
+_REPLACE = re.compile(r"^(?:>{5,9}|\+{5,9}) ?(?:REPLACE|UPDATED)\s*$")
 # "@@ -12,7 +12,8 @@ def f():", or a model's "@@ ... @@" / "@@ @@" without numbers
 _HUNK = re.compile(r"^@@ (?:-(?P<old>\d+)(?:,(?P<old_n>\d+))? \+\d+(?:,(?P<new_n>\d+))? @@.*"
                    r"|(?:[^@].*)?@@\s*)$")
@@ -75,11 +76,12 @@ def read_edit(text: str, original: str, path: str | None = None) -> Edit | None:
     other files only, a patch that deletes the file."""
     if path and path.lower().endswith(_PATCH_SUFFIXES):
         return None  # a patch file's own text is what the sketch edits
-    if "SEARCH" not in text and "*** " not in text and "@@" not in text:
+    blocks = "SEARCH" in text or "ORIGINAL" in text
+    if not blocks and "*** " not in text and "@@" not in text:
         return None  # a lazy sketch, the common case: decided without splitting it
     lines = [line.removesuffix("\r") for line in text.split("\n")]
     own = original.split("\n")
-    if "SEARCH" in text and any(_SEARCH.match(line) for line in lines) and any(
+    if blocks and any(_SEARCH.match(line) for line in lines) and any(
             _REPLACE.match(line) or _DIVIDER.match(line) for line in lines):
         if any(_SEARCH.match(line.strip()) or _REPLACE.match(line.strip()) for line in own):
             return None
@@ -237,6 +239,7 @@ def _hunk_body(lines: list[str], start: int, header: re.Match[str],
         elif not line:
             body.append((" ", ""))  # a blank context line whose space was lost
         else:
+            _no_changes_after(lines, k, "the diff's hunk")
             break
         k += 1
     # trailing empty lines: separators, unless the header's counts need them
@@ -246,6 +249,18 @@ def _hunk_body(lines: list[str], start: int, header: re.Match[str],
         body.pop()
         k -= 1
     return body, k, eol
+
+
+def _no_changes_after(lines: list[str], k: int, what: str) -> None:
+    """Line ``k`` ends a hunk without being context, ``+`` or ``-``: an abstain where changed
+    lines follow before the next hunk (a context line that lost its space; reading on would
+    drop them without a word), nothing where prose follows."""
+    for line in lines[k + 1:]:
+        if _HUNK.match(line) or line.startswith(("```", "diff --git ", "*** ", "@@")):
+            return
+        if line[:1] in ("+", "-") and not line.startswith(("+++ ", "--- ")):
+            raise Abstain(f"{what} has a line that is neither context (' ') nor '+' or '-' "
+                          f"before more changed lines: {lines[k].strip()[:60]!r}", (k + 1, k + 1))
 
 
 # apply_patch (V4A) --------------------------------------------------------------------------
@@ -298,6 +313,7 @@ def _apply_patch(lines: list[str], path: str | None) -> Edit:
         elif not line.strip():
             body.append((" ", ""))
         else:
+            _no_changes_after(lines, i, "the patch's hunk")
             close(i)
             scopes = []
     close(len(lines))

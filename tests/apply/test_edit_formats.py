@@ -47,7 +47,11 @@ HUNK = " func b() {\n \ty := 2\n-\tfmt.Println(y)\n+\tz := 3\n+\tfmt.Println(y, 
      "search_replace"),
     ("*** Begin Patch\n*** Update File: main.go\n@@ func b() {\n" + HUNK + "*** End Patch\n",
      "apply_patch"),
-], ids=["git-diff", "wrong-number", "fenced-no-numbers", "aider", "cline", "apply-patch"])
+    ("<<<<<<< ORIGINAL\n\tfmt.Println(y)\n=======\n\tz := 3\n\tfmt.Println(y, z)\n"
+     ">>>>>>> UPDATED\n", "search_replace"),
+    ("@@ -12,4 +12,5 @@\n" + HUNK + "\nThis adds z and prints it.\n", "unified_diff"),
+], ids=["git-diff", "wrong-number", "fenced-no-numbers", "aider", "cline", "apply-patch",
+        "aider-original-updated", "prose-after"])
 def test_each_format_applies_with_a_clean_diff(answer: str, fmt: str, tmp_path: Path) -> None:
     result = apply_sketch(GO, answer, path="main.go")
     assert result.applied, result.reason
@@ -119,6 +123,9 @@ def test_what_cannot_be_read_is_an_abstain_that_says_why() -> None:
         "<<<<<<< SEARCH\n\n=======\nx := 1\n>>>>>>> REPLACE\n": "no lines to find",
         "<<<<<<< SEARCH\n\ty := 2\n=======\n\t// ... existing code ...\n>>>>>>> REPLACE\n": "placeholder",
         "*** Begin Patch\n*** Update File: main.go\n@@ func c() {\n-\ty := 2\n+\ty := 3\n*** End Patch\n": "scope line",
+        # a context line that lost its space, with more changes after it: not half a hunk
+        "@@ ... @@\n func b() {\n-\ty := 2\n+\ty := 4\nfmt.Println(y)\n-}\n+} // b\n": "neither context",
+        "*** Begin Patch\n*** Update File: main.go\n@@\n \ty := 2\nfmt.Println(y)\n-}\n+}//\n*** End Patch\n": "neither context",
     }
     for answer, why in cases.items():
         result = apply_sketch(GO, answer, path="main.go")
