@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from specialists.apply import checks
 from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
-from specialists.apply.text import indent_of, indent_width, reindent, split_lines
+from specialists.apply.text import Lines, indent_of, indent_width, reindent, split_lines
 
 __all__ = ["Block", "Edit", "apply_edit", "edit_new_lines", "read_edit"]
 
@@ -329,6 +329,10 @@ def _apply_patch(lines: list[str], path: str | None) -> Edit:
 
 # placing the blocks -------------------------------------------------------------------------
 
+class _Ambiguous(Abstain):
+    """A block found in more than one place, none picked by its format."""
+
+
 @dataclass
 class _Place:
     lo: int
@@ -353,6 +357,31 @@ def apply_edit(original: str, edit: Edit, language: str | None, path: str | None
                             edit.final_newline is not False)
         return ApplyResult("applied", merged=merged, diff=diff, path=path, confidence=1.0,
                            stats={"format": edit.format, "blocks": len(edit.blocks)})
+    if edit.format == "search_replace" and len(edit.blocks) > 1:
+        out, origin, places = _either(edit, lines, eol)
+    else:
+        out, origin, places = _at_once(edit, lines, eol)
+    final_newline = lines.final_newline if edit.final_newline is None else edit.final_newline
+    checks.check_placeholders(out, origin)
+    if opts.parse_check:
+        checks.check_parse(lines.raw, out, origin, language)
+    diff = unified_diff(lines.raw, out, opcodes(origin, len(lines.raw)), path or "file",
+                        lines.final_newline, final_newline)
+    if not diff:
+        raise Abstain("the edit changes nothing in the file")
+    level = max(p.level for p in places)
+    confidence = 0.8 if any(p.by_number for p in places) else (1.0 if level <= 1 else 0.9)
+    merged = lines.join(out, final_newline)
+    return ApplyResult("applied", merged=merged, diff=diff, path=path, confidence=confidence,
+                       stats={"format": edit.format, "blocks": len(edit.blocks),
+                              "loose_blocks": sum(p.level >= 2 for p in places),
+                              "placed_by_number": sum(p.by_number for p in places),
+                              "lines_in": len(lines.raw), "lines_out": len(out)})
+
+
+def _at_once(edit: Edit, lines: Lines, eol: str) -> tuple[list[str], list[int], list[_Place]]:
+    """Every block placed in the original (a diff's hunks all speak of it), none overlapping:
+    the new lines, the original line each came from (-1: new), the places."""
     bare = [line.removesuffix("\r") for line in lines.raw]
     places: list[_Place] = []
     after = 0
@@ -372,32 +401,63 @@ def apply_edit(original: str, edit: Edit, language: str | None, path: str | None
         out.extend(lines.raw[at:p.lo])
         origin.extend(range(at, p.lo))
         new = [line + eol for line in p.put]
-        matcher = difflib.SequenceMatcher(None, lines.raw[p.lo:p.hi], new, autojunk=False)
-        kept = [-1] * len(new)
-        for a0, b0, size in matcher.get_matching_blocks():
-            for d in range(size):
-                kept[b0 + d] = p.lo + a0 + d
         out.extend(new)
-        origin.extend(kept)
+        origin.extend(_kept(lines.raw[p.lo:p.hi], new, p.lo))
         at = p.hi
     out.extend(lines.raw[at:])
     origin.extend(range(at, len(lines.raw)))
-    final_newline = lines.final_newline if edit.final_newline is None else edit.final_newline
-    checks.check_placeholders(out, origin)
-    if opts.parse_check:
-        checks.check_parse(lines.raw, out, origin, language)
-    diff = unified_diff(lines.raw, out, opcodes(origin, len(lines.raw)), path or "file",
-                        lines.final_newline, final_newline)
-    if not diff:
-        raise Abstain("the edit changes nothing in the file")
-    level = max(p.level for p in places)
-    confidence = 0.8 if any(p.by_number for p in places) else (1.0 if level <= 1 else 0.9)
-    merged = lines.join(out, final_newline)
-    return ApplyResult("applied", merged=merged, diff=diff, path=path, confidence=confidence,
-                       stats={"format": edit.format, "blocks": len(edit.blocks),
-                              "loose_blocks": sum(p.level >= 2 for p in places),
-                              "placed_by_number": sum(p.by_number for p in places),
-                              "lines_in": len(lines.raw), "lines_out": len(out)})
+    return out, origin, places
+
+
+def _either(edit: Edit, lines: Lines, eol: str) -> tuple[list[str], list[int], list[_Place]]:
+    """SEARCH/REPLACE blocks found in the original, as the model saw it when it wrote them.
+    Where a block is there nowhere, they are read again one after the other, each found in
+    the file as the blocks before left it (aider's reading: a later block may find what an
+    earlier one wrote). Where both readings work and give different files, an abstain."""
+    try:
+        at_once = _at_once(edit, lines, eol)
+    except _Ambiguous:
+        raise
+    except Abstain as exc:
+        try:
+            out, places = _in_turn(edit, lines, eol)
+        except Abstain:
+            raise exc from None
+        return out, _kept(lines.raw, out, 0), places
+    try:
+        out, _ = _in_turn(edit, lines, eol)
+    except Abstain:
+        return at_once
+    if out != at_once[0]:
+        raise Abstain("the edit blocks give one file when each is found in the original and "
+                      "another when each is found after the blocks before it; make each "
+                      "SEARCH unique in the file")
+    return at_once
+
+
+def _in_turn(edit: Edit, lines: Lines, eol: str) -> tuple[list[str], list[_Place]]:
+    """SEARCH/REPLACE blocks applied one after the other, each found in the file as the
+    blocks before left it (aider's reading: a later block may find what an earlier one
+    wrote), and found once there."""
+    raw = list(lines.raw)
+    places = []
+    for n, block in enumerate(edit.blocks, 1):
+        bare = [line.removesuffix("\r") for line in raw]
+        place = _place(block, n, bare, [line.strip() for line in raw], lines.indent_char, 0, [])
+        raw[place.lo:place.hi] = [line + eol for line in place.put]
+        places.append(place)
+    return raw, places
+
+
+def _kept(old: list[str], new: list[str], base: int) -> list[int]:
+    """For each line of ``new``, the index (plus ``base``) of the line of ``old`` it keeps,
+    or -1 for a new line."""
+    kept = [-1] * len(new)
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for a0, b0, size in matcher.get_matching_blocks():
+        for d in range(size):
+            kept[b0 + d] = base + a0 + d
+    return kept
 
 
 def _place(block: Block, n: int, bare: list[str], keys: list[str], indent_char: str,
@@ -422,7 +482,7 @@ def _place(block: Block, n: int, bare: list[str], keys: list[str], indent_char: 
                 lo, hi, put = exact[0]
                 return _Place(lo, hi, put, level, by_number=True)
         where = ", ".join(str(lo + 1) for lo, _, _ in found[:5])
-        raise Abstain(f"edit block {n} matches {len(found)} places in the file (lines {where}"
+        raise _Ambiguous(f"edit block {n} matches {len(found)} places in the file (lines {where}"
                       f"{', ...' if len(found) > 5 else ''}); give it lines around the change "
                       "that appear once", block.span)
     raise Abstain(f"edit block {n}'s lines to find are not in the file"

@@ -94,6 +94,25 @@ def test_a_diffs_hunks_are_placed_in_file_order() -> None:
         "def f3(x):\n    return value\n", "def f3(x):\n    return value\n    # done\n")
 
 
+def test_search_replace_blocks_apply_in_turn() -> None:
+    # aider's reading: the second block finds a line the first one wrote
+    answer = ("<<<<<<< SEARCH\n    value = x + 1\n=======\n    value = x + 100\n>>>>>>> REPLACE\n"
+              "<<<<<<< SEARCH\n    value = x + 100\n    return value\n=======\n"
+              "    value = x + 100\n    return value * 2\n>>>>>>> REPLACE\n")
+    result = apply_sketch(PY, answer, path="m.py")
+    assert result.applied, result.reason
+    assert result.merged == PY.replace("x + 1\n    return value\n", "x + 100\n    return value * 2\n")
+    # a block found once in the original is placed there, as the model saw the file, even
+    # where the block before it wrote a second copy of its lines
+    twice = ("<<<<<<< SEARCH\ndef f3(x):\n=======\ndef f3(x):\n    pass\n\n\ndef f4(x):\n>>>>>>> REPLACE\n"
+             "<<<<<<< SEARCH\ndef f4(x):\n=======\ndef f5(x):\n>>>>>>> REPLACE\n")
+    assert apply_sketch(PY, twice, path="m.py").applied  # f4 is once in the file as it stands
+    result = apply_sketch(PY, twice.replace("def f4(x):\n>>>>>>> REPLACE\n<<<", "def f2(x):\n>>>>>>> REPLACE\n<<<")
+                          .replace("SEARCH\ndef f4(x):\n=======\ndef f5", "SEARCH\ndef f2(x):\n=======\ndef f5"), path="m.py")
+    assert result.applied and "def f5(x):\n    value = x + 2" in (result.merged or "")
+    assert (result.merged or "").count("def f2(x):") == 1
+
+
 def test_indentation_and_blank_lines_are_loosened_alike_for_the_new_lines() -> None:
     # the block written without the function's indentation: found, and the new lines shifted
     answer = "<<<<<<< SEARCH\nvalue = x + 1\nreturn value\n=======\nvalue = x + 1\nlog(value)\n" \
