@@ -148,6 +148,12 @@ def sketch_bodies(answer: str, files: dict[str, str]) -> list[tuple[str, str]]:
         path = path or _only_path(files)
         if path is not None:
             out.append((path, body))
+        elif len(files) > 1:
+            # one fence, no path on it, the change of several files: a diff or an
+            # apply_patch envelope names them (the applier takes each file's part)
+            from specialists.apply import edit_names
+
+            out.extend((named, body) for named in edit_names(body, list(files)))
     return out
 
 

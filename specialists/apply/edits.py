@@ -33,7 +33,7 @@ from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
 from specialists.apply.text import Lines, indent_of, indent_width, reindent, split_lines
 
-__all__ = ["Block", "Edit", "apply_edit", "edit_new_lines", "read_edit"]
+__all__ = ["Block", "Edit", "apply_edit", "edit_names", "edit_new_lines", "read_edit"]
 
 # aider's blocks (and its older ORIGINAL/UPDATED spelling), Cline's "------- SEARCH"
 _SEARCH = re.compile(r"^(?:<{5,9}|-{5,9}) ?(?:SEARCH|ORIGINAL)\s*$")
@@ -108,6 +108,22 @@ def edit_new_lines(text: str, original: str, path: str | None = None) -> str | N
     if edit is None:
         return None
     return "\n".join(line for block in edit.blocks for line in block.put)
+
+
+def edit_names(text: str, paths: list[str]) -> list[str]:
+    """Those of ``paths`` an edit answer names as files it edits (a diff's ``+++ b/...``
+    headers, an apply_patch ``*** Update File:`` line, the path above a SEARCH block): where
+    one fenced answer holds the change of several files, which of them it is for."""
+    names = []
+    lines = [line.removesuffix("\r") for line in text.split("\n")]
+    for i, line in enumerate(lines):
+        if line.startswith(("+++ ", "--- ")):
+            names.append(_diff_name(line[4:]))
+        elif m := _V4A_FILE.match(line):
+            names.append(m.group("path"))
+        elif _SEARCH.match(line) and (target := _block_path(lines, i)) is not None:
+            names.append(target)
+    return [p for p in paths if any(name != "/dev/null" and _names(name, p) for name in names)]
 
 
 def _names(line: str, path: str) -> bool:

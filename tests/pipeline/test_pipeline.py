@@ -91,6 +91,21 @@ def test_an_answer_written_as_a_diff_is_applied_without_escalating(
     assert [s.stage for s in result.trace].count("frontier") == 1, "no escalation"
 
 
+def test_one_diff_for_two_files_in_one_fence_applies_to_both(
+        client: FrontierClient, fake: FakeFrontier, tmp_path: Path) -> None:
+    repo = repo_with_app(tmp_path)
+    (repo / "util.py").write_text("A = 1\nB = 2\n")
+    diff = "".join(difflib.unified_diff(BEFORE.splitlines(True), AFTER.splitlines(True),
+                                        "a/app.py", "b/app.py", n=2))
+    diff += "--- a/util.py\n+++ b/util.py\n@@ -1,2 +1,2 @@\n A = 1\n-B = 2\n+B = 3\n"
+    fake.push(f"text:Both files:\n```diff\n{diff}```\n")
+    result = run(pipe(client, ["fake"]),
+                 EditRequest("two files", repo=str(repo), files=["app.py", "util.py"]))
+    assert result.status == "applied", result.trace
+    assert result.files == {"app.py": AFTER, "util.py": "A = 1\nB = 3\n"}
+    assert [s.stage for s in result.trace].count("frontier") == 1, "no escalation"
+
+
 def test_two_blocks_for_one_file_both_apply(client: FrontierClient, fake: FakeFrontier,
                                             tmp_path: Path) -> None:
     # the answer shows two places of app.py in two fences, prose between: before, the second
