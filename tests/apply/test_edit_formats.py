@@ -202,3 +202,31 @@ def test_generated_answers_for_unique_blocks_apply_exactly(fmt: str) -> None:
             assert result.applied and result.merged == after, (seed, text, result.reason)
         else:
             assert not result.applied or result.merged == after, (seed, text)
+
+
+def test_no_answer_lands_in_the_wrong_place_in_a_file_of_repeated_lines() -> None:
+    # files made of a few lines repeated, edited at random: every format's answers (wrong
+    # line numbers among them) are applied exactly or refused, never placed elsewhere
+    rng = random.Random(7)
+    alphabet = ["x = 1", "y = 2", "return x", "", "if x:", "    pass", "z = 3"]
+    seen = {"exact": 0, "abstained": 0}
+    for t in range(450):
+        a = [rng.choice(alphabet) for _ in range(rng.randint(3, 25))]
+        b = list(a)
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(b))
+            op = rng.choice("rid")
+            if op == "r":
+                b[i] = f"w{t} = {rng.randint(0, 9)}"
+            elif op == "i":
+                b.insert(i, f"v{t} = {rng.randint(0, 9)}")
+            elif len(b) > 1:
+                del b[i]
+        before, after = "\n".join(a) + "\n", "\n".join(b) + "\n"
+        if before == after:
+            continue
+        text, _ = edit_answer(before, after, EDIT_FORMATS[t % 3], random.Random(t), "m.py", "python")
+        result = apply_sketch(before, text, path="m.py")
+        assert not result.applied or result.merged == after, (before, text)
+        seen["exact" if result.applied else "abstained"] += 1
+    assert seen["exact"] > 2 * seen["abstained"], seen  # mostly answered, not refused
