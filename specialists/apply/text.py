@@ -225,6 +225,22 @@ _TAG_LANGUAGES = {
 }
 
 
+def _prose_around(lines: list[str], fences: list[int], original: str) -> bool:
+    """Whether the lines outside the fenced blocks are a chat answer's prose: none of them
+    a line of the original or a marker. A sketch of a Markdown file that adds code blocks
+    has the file's own lines (or its markers) around them, and is read as it is."""
+    from specialists.apply.markers import LineKind, classify
+
+    inside = set()
+    for first, last in zip(fences[::2], fences[1::2]):
+        inside.update(range(first, last + 1))
+    outside = [line.strip() for i, line in enumerate(lines) if i not in inside and line.strip()]
+    if not outside:
+        return True
+    own = {line.strip() for line in original.split("\n")}
+    return not any(line in own or classify(line)[0] != LineKind.CODE for line in outside)
+
+
 def fenced_parts(text: str, original: str, language: str | None) -> list[tuple[str, int]]:
     """The code blocks of a chat answer that shows the change in two or more fences (prose
     between them: "First the import: ... Then the function: ..."), each as (its text, the
@@ -238,7 +254,7 @@ def fenced_parts(text: str, original: str, language: str | None) -> list[tuple[s
     if len(fences) < 4 or len(fences) % 2:
         return []
     own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
-    if own & {lines[i].rstrip("\r ") for i in fences}:
+    if own & {lines[i].rstrip("\r ") for i in fences} or not _prose_around(lines, fences, original):
         return []
     parts = []
     for first, last in zip(fences[::2], fences[1::2]):
@@ -262,6 +278,8 @@ def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:
     own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
     if own & {lines[first].rstrip("\r "), lines[last].rstrip("\r ")}:
         return text, 0  # the file's own fence lines
+    if not _prose_around(lines, fences, original):
+        return text, 0  # a sketch of a document that adds a code block
     body = lines[first + 1:last]
     if not endings and lines[first].endswith("\r"):  # a CRLF sketch kept as it is
         return "".join(line.removesuffix("\r") + "\r\n" for line in body), first + 1

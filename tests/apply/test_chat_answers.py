@@ -194,3 +194,17 @@ def test_fences_the_file_holds_itself_are_not_split() -> None:
     sketch = readme.replace("y = 2", "y = 3")
     result = apply_sketch(readme, sketch, path="README.md")
     assert result.applied and result.merged == sketch
+
+
+@pytest.mark.parametrize("sketch", [
+    "# Title\n\nSome text.\n\n## Usage\n\n```bash\npip install x\n```\n\n## End\n",
+    "# Title\n\nSome text.\n\n## Usage\n\n```bash\npip install x\n```\n\n```python\nimport x\n```\n\n## End\n",
+    "<!-- ... existing content ... -->\n## Usage\n\n```bash\npip install x\n```\n\n## End\n",
+], ids=["one-block", "two-blocks", "lazy"])
+def test_a_document_gaining_its_first_code_blocks_is_not_unwrapped(sketch: str) -> None:
+    # the lines around the fences are the file's own (or its markers), not a chat's prose
+    original = "# Title\n\nSome text.\n\n## End\n"
+    result = apply_sketch(original, sketch, path="README.md")
+    assert result.applied, result.reason
+    assert result.merged == original.replace(
+        "## End", sketch[sketch.index("## Usage"):sketch.index("## End")] + "## End")
