@@ -117,23 +117,32 @@ def parse_search_replace(answer: str) -> list[tuple[str, str, str]]:
 
 
 def apply_search_replace(text: str, search: str, replace: str) -> tuple[str | None, str | None]:
-    """(new text, None) or (None, why). SEARCH must occur exactly once (exactly, or once
-    ignoring trailing whitespace on each line)."""
+    """(new text, None) or (None, why). SEARCH holds whole lines of the file and must be
+    found in one place: exactly, or ignoring trailing whitespace, one indentation shift or
+    blank lines (the applier's ``replace_lines``). An empty SEARCH appends."""
     if not search.strip():
         return (text + replace if text else replace), None
-    count = text.count(search)
-    if count == 1:
-        return text.replace(search, replace, 1), None
-    if count > 1:
-        return None, f"SEARCH text occurs {count} times"
-    lines = text.splitlines(keepends=True)
-    want = [ln.rstrip() for ln in search.splitlines()]
-    hits = [i for i in range(len(lines) - len(want) + 1)
-            if [ln.rstrip() for ln in lines[i:i + len(want)]] == want]
-    if len(hits) != 1:
-        return None, "SEARCH text not found" if not hits else f"SEARCH occurs {len(hits)} times"
-    i = hits[0]
-    return "".join(lines[:i]) + replace + "".join(lines[i + len(want):]), None
+    hits = _whole_line_hits(text, search)
+    if len(hits) == 1:  # as written, byte for byte
+        return text[:hits[0]] + replace + text[hits[0] + len(search):], None
+    if len(hits) > 1:
+        return None, f"SEARCH text occurs {len(hits)} times"
+    from specialists.apply import replace_lines
+
+    return replace_lines(text, search, replace)
+
+
+def _whole_line_hits(text: str, search: str) -> list[int]:
+    """Where ``search`` occurs in ``text`` as whole lines (starting a line, ending one)."""
+    hits = []
+    at = text.find(search)
+    while at >= 0:
+        end = at + len(search)
+        if (at == 0 or text[at - 1] == "\n") and (
+                search.endswith("\n") or end == len(text) or text[end] in "\r\n"):
+            hits.append(at)
+        at = text.find(search, at + 1)
+    return hits
 
 
 

@@ -11,7 +11,7 @@ the pieces other parts (the edit cascade's checks) may build on; the rest is int
 
 from specialists.apply.applier import FileEdit, apply_many, apply_sketch, combined_diff
 from specialists.apply.checks import has_parse_error
-from specialists.apply.edits import edit_names, edit_new_lines
+from specialists.apply.edits import edit_names, edit_new_lines, replace_lines
 from specialists.apply.languages import language_for_path
 from specialists.apply.markers import LineKind, MarkerInfo, classify
 from specialists.apply.result import ApplyOptions, ApplyResult
@@ -35,4 +35,5 @@ __all__ = [
     "has_parse_error",
     "language_for_path",
     "make_sketch",
+    "replace_lines",
 ]

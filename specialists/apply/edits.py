@@ -33,7 +33,8 @@ from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
 from specialists.apply.text import Lines, indent_of, indent_width, reindent, split_lines
 
-__all__ = ["Block", "Edit", "apply_edit", "edit_names", "edit_new_lines", "read_edit"]
+__all__ = ["Block", "Edit", "apply_edit", "edit_names", "edit_new_lines", "read_edit",
+           "replace_lines"]
 
 # aider's blocks (and its older ORIGINAL/UPDATED spelling), Cline's "------- SEARCH"
 _SEARCH = re.compile(r"^(?:<{5,9}|-{5,9}) ?(?:SEARCH|ORIGINAL)\s*$")
@@ -348,6 +349,34 @@ def _apply_patch(lines: list[str], path: str | None) -> Edit:
 class _Ambiguous(Abstain):
     """A block found in more than one place, none picked by its format."""
 
+    def __init__(self, reason: str, span: tuple[int, int] | None, count: int) -> None:
+        super().__init__(reason, span)
+        self.count = count
+
+
+def replace_lines(text: str, search: str, replace: str) -> tuple[str | None, str | None]:
+    """``text`` with the whole lines ``search`` holds put in ``replace``'s place, found by
+    the rules every edit format is (exactly, then without trailing whitespace, with one
+    indentation shift, without blank lines either side lacks) and only where one place
+    fits: (the new text, None) or (None, why). Never a part of a line: a SEARCH of
+    ``x = 1`` is not found in ``max = 1``."""
+    lines = split_lines(text)
+    eol = "\r" if lines.crlf else ""
+    find, put = (part.removesuffix("\n").replace("\r\n", "\n").split("\n")
+                 for part in (search, replace))
+    if not replace:
+        put = []
+    block = Block(find, put, (1, 1))
+    try:
+        place = _place(block, 1, [line.removesuffix("\r") for line in lines.raw], lines.keys,
+                       lines.indent_char, 0, [])
+    except _Ambiguous as exc:
+        return None, f"SEARCH text occurs {exc.count} times"
+    except Abstain:
+        return None, "SEARCH text not found (a SEARCH holds whole lines of the file)"
+    raw = lines.raw[:place.lo] + [line + eol for line in place.put] + lines.raw[place.hi:]
+    return lines.join(raw), None
+
 
 @dataclass
 class _Place:
@@ -499,8 +528,8 @@ def _place(block: Block, n: int, bare: list[str], keys: list[str], indent_char: 
                 return _Place(lo, hi, put, level, by_number=True)
         where = ", ".join(str(lo + 1) for lo, _, _ in found[:5])
         raise _Ambiguous(f"edit block {n} matches {len(found)} places in the file (lines {where}"
-                      f"{', ...' if len(found) > 5 else ''}); give it lines around the change "
-                      "that appear once", block.span)
+                         f"{', ...' if len(found) > 5 else ''}); give it lines around the change "
+                         "that appear once", block.span, len(found))
     raise Abstain(f"edit block {n}'s lines to find are not in the file"
                   + (" after the block before it" if after else ""), block.span)
 

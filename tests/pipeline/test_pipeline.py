@@ -322,8 +322,17 @@ def test_search_replace_parsing_and_matching() -> None:
     assert blocks == [("app.py", "    return a + b\n", "    return a - b\n")]
     text, why = apply_search_replace(BEFORE, blocks[0][1], blocks[0][2])
     assert why is None and "return a - b" in (text or "")
-    assert apply_search_replace(BEFORE, "print(", "x")[1] == "SEARCH text occurs 2 times"
-    assert apply_search_replace(BEFORE, "nowhere\n", "x")[1] == "SEARCH text not found"
+    two = "    print(greet(\"world\"))\n    print(add(1, 2))\n"
+    assert apply_search_replace(BEFORE, two, "    x\n")[0] == BEFORE.replace(two, "    x\n")
+    assert apply_search_replace(BEFORE + BEFORE, "def add(a, b):\n", "x")[1] == \
+        "SEARCH text occurs 2 times"
+    assert apply_search_replace(BEFORE, "nowhere\n", "x")[1].startswith("SEARCH text not found")
+    # whole lines only: "x = 1" is not the end of "max = 1" (it was: a line cut in two)
+    assert apply_search_replace("max = 1\n", "x = 1\n", "x = 2\n")[0] is None
+    assert apply_search_replace(BEFORE, "print(", "x")[0] is None
+    # one indentation shift for the lines found and the new ones alike
+    dedented = apply_search_replace(BEFORE, "return a + b\n", "return a - b\n")[0]
+    assert dedented == BEFORE.replace("return a + b", "return a - b")
     trailing = apply_search_replace(BEFORE, "def add(a, b):   \n", "def add(a, c):\n")
     assert trailing[1] is None
 
