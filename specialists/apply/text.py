@@ -225,12 +225,17 @@ _TAG_LANGUAGES = {
 }
 
 
-def _prose_around(lines: list[str], fences: list[int], original: str) -> bool:
-    """Whether the lines outside the fenced blocks are a chat answer's prose: none of them
-    a line of the original or a marker. A sketch of a Markdown file that adds code blocks
-    has the file's own lines (or its markers) around them, and is read as it is."""
+def _answer_fences(lines: list[str], fences: list[int], original: str) -> bool:
+    """Whether the fence lines (paired in order) wrap a chat answer's code rather than
+    belong to the file: the original holds none of them itself (a Markdown file, a
+    docstring showing code), and the lines outside the fenced blocks are prose, none of
+    them a line of the original or a marker (a sketch of a Markdown file that adds code
+    blocks has the file's own lines, or its markers, around them, and is read as it is)."""
     from specialists.apply.markers import LineKind, classify
 
+    own_fences = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
+    if own_fences & {lines[i].rstrip("\r ") for i in fences}:
+        return False
     inside = set()
     for first, last in zip(fences[::2], fences[1::2]):
         inside.update(range(first, last + 1))
@@ -246,15 +251,14 @@ def fenced_parts(text: str, original: str, language: str | None) -> list[tuple[s
     between them: "First the import: ... Then the function: ..."), each as (its text, the
     number of the answer's lines before it), in order; a block tagged with another language
     than the file's is left out. Empty where the answer has fewer than two fenced blocks,
-    or the original holds one of its fence lines itself (a Markdown file)."""
+    or its fences are the file's (``_answer_fences``)."""
     if text.count("```") < 4:
         return []
     lines = text.split("\n")
     fences = _fence_lines(lines)
     if len(fences) < 4 or len(fences) % 2:
         return []
-    own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
-    if own & {lines[i].rstrip("\r ") for i in fences} or not _prose_around(lines, fences, original):
+    if not _answer_fences(lines, fences, original):
         return []
     parts = []
     for first, last in zip(fences[::2], fences[1::2]):
@@ -275,11 +279,8 @@ def _unfenced(text: str, original: str, endings: bool) -> tuple[str, int]:
     if len(fences) != 2:
         return text, 0
     first, last = fences
-    own = {line.rstrip("\r ") for line in original.split("\n") if line.startswith("```")}
-    if own & {lines[first].rstrip("\r "), lines[last].rstrip("\r ")}:
-        return text, 0  # the file's own fence lines
-    if not _prose_around(lines, fences, original):
-        return text, 0  # a sketch of a document that adds a code block
+    if not _answer_fences(lines, fences, original):
+        return text, 0  # the file's own fences, or a document's sketch adding a code block
     body = lines[first + 1:last]
     if not endings and lines[first].endswith("\r"):  # a CRLF sketch kept as it is
         return "".join(line.removesuffix("\r") + "\r\n" for line in body), first + 1
