@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from specialists.apply import checks
 from specialists.apply.diff import opcodes, unified_diff
 from specialists.apply.result import Abstain, ApplyOptions, ApplyResult
-from specialists.apply.text import Lines, indent_of, indent_width, reindent, split_lines
+from specialists.apply.text import (Lines, indent_of, indent_width, names_path, reindent,
+                                     split_lines)
 
 __all__ = ["Block", "Edit", "apply_edit", "edit_names", "edit_new_lines", "read_edit",
            "replace_lines"]
@@ -128,11 +129,9 @@ def edit_names(text: str, paths: list[str]) -> list[str]:
 
 
 def _names(line: str, path: str) -> bool:
-    named = line.strip().strip("`*").removeprefix("a/").removeprefix("b/")
-    named = named.replace("\\", "/").lstrip("./")
-    own = path.replace("\\", "/").lstrip("./")
-    return bool(named) and (own == named or own.endswith("/" + named)
-                            or named.endswith("/" + own))
+    """Whether a line of the answer (a diff header's name, the path above a block) names
+    the file at ``path``."""
+    return names_path(line.strip().strip("`*").removeprefix("a/").removeprefix("b/"), path)
 
 
 def _looks_like_path(line: str) -> bool:

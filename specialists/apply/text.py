@@ -116,9 +116,16 @@ def _path_header(line: str, original: str, path: str | None) -> bool:
         return True
     if not original.strip() or not path:
         return False
-    named = m.group("path").replace("\\", "/").lstrip("./")
+    return names_path(m.group("path"), path)
+
+
+def names_path(named: str, path: str) -> bool:
+    """Whether ``named`` (a path an answer writes: ``app.py``, ``./src/app.py``,
+    ``src\\app.py``) is the file at ``path``: the same path, or one ends in the other."""
+    named = named.replace("\\", "/").lstrip("./")
     own = path.replace("\\", "/")
-    return own == named or own.endswith("/" + named) or named.endswith("/" + own)
+    return bool(named) and (own == named or own.endswith("/" + named)
+                            or named.endswith("/" + own))
 
 
 def sketch_text(sketch: str, original: str, endings: bool = True,
