@@ -152,13 +152,29 @@ def _net(cfg: PolicyConfig):
                                         nn.Linear(cfg.width, 1))
             self.none = nn.Linear(cfg.width, 1)
             self.value = nn.Sequential(nn.Linear(cfg.width, cfg.width), nn.Tanh(), nn.Linear(cfg.width, 1))
+            # The personal inputs also reach the state's code through a layer of their own
+            # (issue 35): the request's features can saturate every unit of the state layer
+            # (the shipped normalizer makes the last outcome read +-1,000), and a saturated
+            # unit passes no gradient, so personal columns there learn nothing on those
+            # requests. Zero at first (and made without a random draw, so every other weight and
+            # later draw is what it was): a loaded policy acts as it did until an update moves
+            # it. Registered last, so that an optimizer state saved before it loads in order.
+            n_personal = cfg.n_state - min(cfg.n_state, len(STATE_FEATURES))
+            self.personal = None
+            if n_personal:
+                self.personal = torch.nn.utils.skip_init(nn.Linear, n_personal, cfg.width, bias=False)
+                with torch.no_grad():
+                    self.personal.weight.zero_()
             self.register_buffer("s_mean", torch.zeros(cfg.n_state))
             self.register_buffer("s_std", torch.ones(cfg.n_state))
             self.register_buffer("a_mean", torch.zeros(cfg.n_action))
             self.register_buffer("a_std", torch.ones(cfg.n_action))
 
         def encode(self, state: Any, hidden: Any) -> Any:
-            z = self.state((state - self.s_mean) / self.s_std)  # (B, W)
+            x = (state - self.s_mean) / self.s_std
+            z = self.state(x)  # (B, W)
+            if self.personal is not None:
+                z = z + torch.tanh(self.personal(x[:, len(STATE_FEATURES):]))
             if self.lm_proj is not None:
                 z = z + torch.tanh(self.lm_proj(hidden))
             return z
@@ -246,6 +262,8 @@ class TabPolicy:
         if x.shape[1] > s0:
             z += x[:, s0:] @ first_state[:, s0:].T
         z = np.tanh(z)
+        if "personal.weight" in w and x.shape[1] > s0:
+            z += np.tanh(x[:, s0:] @ w["personal.weight"].T)
         if "lm_proj.weight" in w:
             z += np.tanh(hidden @ w["lm_proj.weight"].T + w["lm_proj.bias"])
         n_action = actions.shape[2]
@@ -558,6 +576,10 @@ class TabPolicy:
         weights = load_file(str(p / "policy.safetensors"))
         if saved == STATE_FEATURES:  # saved before the personal inputs: theirs start at zero
             weights = _with_personal(weights)
+        own_layer = "personal.weight" not in weights and policy.net.personal is not None
+        if own_layer:  # saved before the personal inputs had a layer of their own: zero
+            weights = {**weights, "personal.weight": policy.net.personal.weight.detach().new_zeros(
+                policy.net.personal.weight.shape)}
         policy.net.load_state_dict(weights)
         policy.net.eval()
         policy.trained_with = dict(info.get("train_args") or {})
@@ -573,6 +595,10 @@ class TabPolicy:
                         if hasattr(v, "shape") and v.dim() >= 1 and v.shape[-1] == n_old \
                                 and v.dim() == 2:
                             st[k] = torch.cat([v, v.new_zeros(v.shape[0], len(PERSONAL_FEATURES))], 1)
+            if own_layer:  # the personal layer is the last parameter: no moments yet (Adam starts them)
+                groups = opt["param_groups"]
+                groups[-1]["params"] = list(groups[-1]["params"]) + [
+                    1 + max(i for g in groups for i in g["params"])]
             policy.opt.load_state_dict(opt)
         return policy
 
