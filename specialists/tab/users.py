@@ -8,6 +8,9 @@ with traits drawn once, seeded, from a *population* (a YAML file in ``configs/us
 * ``flow`` — while keys come fast (``seconds_since_last`` under ``seconds``), a correct
   suggestion is dismissed with ``p``;
 * ``length_tolerance`` — a correct suggestion longer than ``chars`` is dismissed with ``p``;
+* ``min_length`` — a correct suggestion shorter than ``chars`` is not worth the Tab key (the
+  person reads the ghost text in whole lines, and a word is quicker typed than judged):
+  dismissed with ``p``;
 * ``noise`` — a correct one is dismissed with ``dismiss``; a wrong one is accepted with
   ``accept_wrong`` and undone ``undo_after`` keystrokes later;
 * ``partial_accept`` — with ``p`` only the first ``unit`` (``word`` or ``line``) of a correct
@@ -62,6 +65,7 @@ TRAITS: dict[str, dict[str, tuple[float, float, float]]] = {
     "taste": {},  # language -> probability; ``default`` for the others (see _parse_taste)
     "flow": {"seconds": (0.0, 3600.0, 0.6), "p": (0.0, 1.0, 0.5)},
     "length_tolerance": {"chars": (0.0, 10_000.0, 40.0), "p": (0.0, 1.0, 1.0)},
+    "min_length": {"chars": (0.0, 10_000.0, 10.0), "p": (0.0, 1.0, 1.0)},
     "noise": {"dismiss": (0.0, 1.0, 0.0), "accept_wrong": (0.0, 1.0, 0.0),
               "undo_after": (0.0, 1000.0, 2.0)},
     "partial_accept": {"p": (0.0, 1.0, 1.0)},
@@ -69,7 +73,7 @@ TRAITS: dict[str, dict[str, tuple[float, float, float]]] = {
     "typing": {"per_char": (0.01, 5.0, 0.18)},
 }
 COUNTS = {("patience", "rejections"), ("patience", "off_requests"), ("noise", "undo_after"),
-          ("length_tolerance", "chars")}
+          ("length_tolerance", "chars"), ("min_length", "chars")}
 """Fields that count things: a drawn value is rounded to a whole number."""
 UNITS = ("word", "line")
 _FIRST_WORD = re.compile(r"\s*(\w+|[^\w\s]+)")
@@ -297,6 +301,9 @@ class Person:
             return Verdict()
         if "length_tolerance" in t and len(text) > t["length_tolerance"]["chars"] \
                 and self._chance(t["length_tolerance"]["p"]):
+            return Verdict()
+        if "min_length" in t and len(text) < t["min_length"]["chars"] \
+                and self._chance(t["min_length"]["p"]):
             return Verdict()
         if "noise" in t and self._chance(t["noise"]["dismiss"]):
             return Verdict()

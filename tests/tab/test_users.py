@@ -60,7 +60,7 @@ def test_shipped_populations_load(name: str) -> None:
 
 def test_the_shipped_populations_are_these() -> None:
     """The glob above found the files (an empty parametrisation would pass silently)."""
-    assert {"default", "oracle", "impatient", "partial-takers", "noisy", "mixed"} <= {f.stem for f in USERS.glob("*.yaml")}
+    assert {"default", "oracle", "impatient", "partial-takers", "noisy", "mixed", "mixed-length"} <= {f.stem for f in USERS.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("data,message", [
@@ -159,6 +159,29 @@ def test_length_tolerance_dismisses_long_correct_suggestions() -> None:
     assert any(len(s.text) > 10 for s, _ in shown) and any(len(s.text) <= 10 for s, _ in shown)
     for s, o in shown:
         assert o.accepted == (len(s.text) <= 10)
+
+
+def test_min_length_dismisses_short_correct_suggestions() -> None:
+    who = person({"min_length": {"chars": 20, "p": 1.0}})
+    took = [n for n in range(1, 60) if who.react(True, "x" * n, "x" * n, "python", None).accepted]
+    assert took == list(range(20, 60))
+    # a wrong suggestion is not taken for being long
+    assert not who.react(False, None, "y" * 40, "python", None).accepted
+
+
+def test_the_mixed_length_kinds_take_opposite_lengths() -> None:
+    """The shipped ``mixed-length`` population: brief people take short right suggestions and
+    (but for a 5% slip) no long ones, liners the other way round."""
+    world = World(load_population(USERS / "mixed-length.yaml"), seed=0, people=32)
+    people = [world.person(i) for i in range(32)]
+    assert {p.kind for p in people} == {"brief", "liner"}
+
+    def share(kind: str, lengths: range) -> float:
+        asked = [(p, n) for p in people if p.kind == kind for n in lengths for _ in range(5)]
+        return sum(p.react(True, "x" * n, "x" * n, "python", None).accepted for p, n in asked) / len(asked)
+
+    assert share("brief", range(1, 9)) == 1.0 and share("brief", range(17, 60)) < 0.1
+    assert share("liner", range(30, 60)) == 1.0 and share("liner", range(1, 20)) < 0.1
 
 
 def test_partial_accept_keeps_only_the_first_word() -> None:
