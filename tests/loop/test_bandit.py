@@ -57,3 +57,41 @@ def test_cross_fitted_values_never_see_their_own_reward() -> None:
     fitted.update([(obs, 1, 1.0), (obs, 2, -1.0)] * 10)
     v = fitted.values(obs)
     assert v[1] > 0.2 and v[2] < -0.2
+
+
+def test_the_bandit_serves_two_people_opposite_lengths_only_with_the_interactions() -> None:
+    """A brief person is paid for the shortest cut and charged for the longest; a liner the
+    other way round. Told only who is who through the session's history (a high or a low
+    share of long suggestions accepted), the bandit with the action x history features picks
+    each their own cut; without them (``interact=()``) one cut for both."""
+    import numpy as np
+
+    from specialists.tab.features import PERSONAL_FEATURES
+
+    obs = _obs()
+    policy = TabPolicy(PolicyConfig())
+    policy.fit_normalizer([obs])
+    lengths = [len(obs.suggestion(i).text) for i in range(len(obs.rows))]
+    short, long_ = 1 + int(np.argmin(lengths)), 1 + int(np.argmax(lengths))
+    assert lengths[short - 1] < lengths[long_ - 1]
+
+    def person(long_share: float):
+        x = np.full(len(PERSONAL_FEATURES), 0.5, np.float32)
+        x[PERSONAL_FEATURES.index("s_long_accept_ratio")] = long_share
+        return obs.with_personal(x)
+
+    brief, liner = person(0.1), person(0.9)
+    events = [(brief, short, 1.0), (brief, long_, -1.0), (liner, short, -1.0), (liner, long_, 1.0)] * 20
+    picks = {}
+    for interact in (("s_long_accept_ratio",), ()):
+        bandit = LinUCB.like(policy, alpha=0.0, interact=interact)
+        bandit.update(events)
+        picks[interact] = (bandit.choose(brief, explore=False).index, bandit.choose(liner, explore=False).index)
+    assert picks[("s_long_accept_ratio",)] == (short, long_)
+    a, b = picks[()]
+    assert a == b  # one linear model over (action, state) side by side: the same cut for both
+    # without personal features the interactions are zero: the estimates are the plain model's
+    plain, crossed = LinUCB.like(policy, alpha=0.0, interact=()), LinUCB.like(policy, alpha=0.0)
+    for m in (plain, crossed):
+        m.update([(obs, short, 0.5), (obs, long_, -0.5)] * 5)
+    assert np.allclose(plain.values(obs), crossed.values(obs))

@@ -12,6 +12,13 @@ beats it. ``alpha=0`` (or ``explore=False``) is the greedy rule a deployed versi
 
 Unlike the policy gradient it needs no logged probabilities: every labelled event of any
 version is a (features, reward) example for the ridge regression.
+
+A linear model over (action, state) side by side can say *whether* showing pays for this
+person (the personal features shift every action's estimate alike), not *which* action does:
+a person who takes only short suggestions and one who takes only long ones need the cut's
+length to pay differently. So the action's features also enter multiplied by the session's
+history (:data:`INTERACT`, each centred on its "unknown" prior of 0.5) — zero where a request
+carries no personal features, so a bandit without them estimates exactly as before.
 """
 
 from __future__ import annotations
@@ -19,9 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from specialists.tab.features import Observation, state_vector
+from specialists.tab.features import PERSONAL_FEATURES, Observation, state_vector
 
-__all__ = ["LinUCB", "BanditChoice", "cross_fitted_values"]
+__all__ = ["LinUCB", "BanditChoice", "cross_fitted_values", "INTERACT"]
+
+INTERACT = ("s_accept_ratio", "s_taken_ratio", "s_long_accept_ratio")
+"""The personal features (:mod:`specialists.tab.personal`) each action feature is also
+multiplied by: this session's share of shown suggestions accepted, of shown characters taken,
+and of long suggestions accepted."""
 
 
 @dataclass
@@ -36,7 +48,8 @@ class LinUCB:
     """Ridge regression of reward on (action, state[, hidden]) features, with UCB exploration."""
 
     def __init__(self, *, s_mean: Any, s_std: Any, a_mean: Any, a_std: Any, hidden_size: int = 0,
-                 alpha: float = 0.5, ridge: float = 1.0, reward_none: float = 0.0) -> None:
+                 alpha: float = 0.5, ridge: float = 1.0, reward_none: float = 0.0,
+                 interact: Sequence[str] = INTERACT) -> None:
         import numpy as np
 
         self.s_mean, self.s_std = np.asarray(s_mean, np.float64), np.asarray(s_std, np.float64)
@@ -44,7 +57,11 @@ class LinUCB:
         self.hidden_size = hidden_size
         self.alpha = alpha
         self.reward_none = reward_none
-        self.dim = 1 + len(self.a_mean) + len(self.s_mean) + hidden_size
+        unknown = [n for n in interact if n not in PERSONAL_FEATURES]
+        if unknown:
+            raise ValueError(f"interact: {unknown} are not personal features (known: {PERSONAL_FEATURES})")
+        self.interact = [PERSONAL_FEATURES.index(n) for n in interact]
+        self.dim = 1 + len(self.a_mean) * (1 + len(self.interact)) + len(self.s_mean) + hidden_size
         self.A = ridge * np.eye(self.dim)
         self.b = np.zeros(self.dim)
         self.n = 0
@@ -69,8 +86,15 @@ class LinUCB:
 
         n = len(obs.rows)
         state = (state_vector(obs) - self.s_mean) / self.s_std
-        parts = [np.ones((n, 1)), (np.asarray(obs.actions, np.float64) - self.a_mean) / self.a_std,
-                 np.broadcast_to(state, (n, len(state)))]
+        actions = (np.asarray(obs.actions, np.float64) - self.a_mean) / self.a_std
+        parts = [np.ones((n, 1)), actions, np.broadcast_to(state, (n, len(state)))]
+        if self.interact:
+            p = obs.personal
+            if p is None or len(p) != len(PERSONAL_FEATURES):
+                parts.append(np.zeros((n, actions.shape[1] * len(self.interact))))
+            else:
+                c = np.asarray(p, np.float64)[self.interact] - 0.5
+                parts.append((actions[:, :, None] * c[None, None, :]).reshape(n, -1))
         if self.hidden_size:
             h = np.asarray(obs.hidden, np.float64)
             h = h if len(h) == self.hidden_size else np.zeros(self.hidden_size)
