@@ -342,6 +342,32 @@ class TabPolicy:
         self.net.a_mean.copy_(torch.from_numpy(acts.mean(0)))
         self.net.a_std.copy_(torch.from_numpy(a_std.astype(np.float32)))
 
+    def scale_personal(self, obs_list: Sequence[Observation]) -> bool:
+        """Standardise the personal inputs on ``obs_list`` while every weight that reads them is
+        still zero (a policy loaded from one saved before them reads them unscaled: ratios that
+        differ by tenths, which a zero-started weight then learns from at a tenth of the pace of
+        the request's standardised features). Their weights being zero, no decision changes.
+        Returns whether it scaled: not once any of those weights has moved, nor on observations
+        without personal features."""
+        import numpy as np
+        import torch
+
+        s0 = len(STATE_FEATURES)
+        if self.config.n_state <= s0 or not any(o.personal is not None for o in obs_list):
+            return False
+        read = [self.net.state[0].weight[:, s0:]] + ([self.net.personal.weight] if self.net.personal is not None else [])
+        if any(bool(w.detach().abs().sum() > 0) for w in read):
+            return False
+        x = np.stack([state_vector(o)[s0:] for o in obs_list if o.personal is not None]).astype(np.float64)
+        mean, std = x.mean(0), x.std(0)
+        flat = std < 1e-6  # a feature that does not vary here is left as it is
+        mean[flat], std[flat] = 0.0, 1.0
+        with torch.no_grad():
+            self.net.s_mean[s0:] = torch.from_numpy(mean.astype(np.float32))
+            self.net.s_std[s0:] = torch.from_numpy(std.astype(np.float32))
+        self._np = None
+        return True
+
     def train_step(self, samples: Sequence[Sample]) -> dict[str, float]:
         """One REINFORCE-with-baseline update on the current version's samples; bumps the version.
 
@@ -427,6 +453,7 @@ class TabPolicy:
                 i = wrong[0]
                 raise ValueError(f"q_values[{i}] has {len(q_values[i])} estimates for {1 + len(samples[i].obs.rows)} "
                                  f"actions (show nothing, then each action row); {len(wrong)} rows are wrong")
+        self.scale_personal([s.obs for s in samples])
         lo = self.version - max(0, ppo.max_staleness)
         if versions is None or not ppo.max_staleness:
             versions = set(range(lo, self.version + 1)) if ppo.max_staleness else {self.version}

@@ -389,3 +389,31 @@ def test_a_version_saved_before_the_personal_layer_loads_and_trains_on(tmp_path)
     assert back.opt.state_dict()["state"].keys() == opt["state"].keys()  # Adam's moments carried on
     back.ppo_update([Sample(o, back.act(o), 0.1) for o in obs], PPOConfig(epochs=1, target_kl=10.0))
     assert float(back.net.personal.weight.detach().abs().sum()) > 0.0
+
+
+def test_the_personal_inputs_are_scaled_once_while_their_weights_are_zero() -> None:
+    """The shipped checkpoint reads the personal inputs unscaled; the first update standardises
+    them on its batch (no decision changes: their weights are zero) and no later one does."""
+    import torch
+
+    from specialists.tab.policy import PPOConfig, Sample, TabPolicy
+    from specialists.tab.specialist import DEFAULT_CHECKPOINT
+
+    torch.manual_seed(0)
+    policy = TabPolicy.load(DEFAULT_CHECKPOINT)
+    rng = np.random.default_rng(0)
+    obs = [o.with_personal(rng.uniform(0.3, 0.7, len(PERSONAL_FEATURES)))
+           for o in _real_observations(60) if len(o.rows)][:30]
+    s0 = len(policy.net.s_mean) - len(PERSONAL_FEATURES)
+    assert not policy.scale_personal([o.with_personal(None) for o in obs])  # nothing to scale on
+    before, _ = policy._head_numpy(*policy._arrays(obs))
+    assert policy.scale_personal(obs)
+    after, _ = policy._head_numpy(*policy._arrays(obs))
+    assert np.array_equal(before, after)
+    std = policy.net.s_std[s0:].numpy()
+    assert np.allclose(std, np.stack([o.personal for o in obs]).std(0), rtol=1e-4)
+    policy.ppo_update([Sample(o, policy.act(o), 0.1 if i % 2 else -0.1) for i, o in enumerate(obs)],
+                      PPOConfig(epochs=1, target_kl=10.0))
+    moved = [o.with_personal(o.personal + 0.2) for o in obs]
+    assert not policy.scale_personal(moved)  # the weights have moved: the scales stay
+    assert np.array_equal(policy.net.s_std[s0:].numpy(), std)
