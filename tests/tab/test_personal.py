@@ -3,6 +3,7 @@ policy's decisions unchanged by the new inputs, and a person's Tab-off requests 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -195,7 +196,6 @@ def test_an_update_on_personal_features_moves_their_weights(tmp_path) -> None:
     assert np.array_equal(back.net.state[0].weight.detach().numpy(), policy.net.state[0].weight.detach().numpy())
 
 
-
 def test_after_a_shown_suggestion_the_personal_features_still_move_the_policy() -> None:
     """The shipped head reads the last outcome through a normalizer that makes it +-1,000, so
     after any shown suggestion every unit of its state layer is saturated and passes no
@@ -215,7 +215,7 @@ def test_after_a_shown_suggestion_the_personal_features_still_move_the_policy() 
     after_accept = np.zeros(len(DYNAMIC_FEATURES), np.float32)
     after_accept[DYNAMIC_FEATURES.index("last_accepted")] = 1.0
     base = [o for o in _real_observations(80) if len(o.rows)][:40]
-    obs = [o.__class__(**{**o.__dict__, "dynamic": after_accept}) for o in base]
+    obs = [dataclasses.replace(o, dynamic=after_accept) for o in base]
 
     def person(o, keeps: bool):
         x = np.zeros(len(PERSONAL_FEATURES), np.float32)
@@ -228,8 +228,7 @@ def test_after_a_shown_suggestion_the_personal_features_still_move_the_policy() 
     assert float((pre.abs() > 5).float().mean()) > 0.9  # saturated: tanh' < 2e-4
 
     def p_show(keeps: bool) -> float:  # greedy: no draws taken from the policy's generator
-        return float(np.mean([a.prob_show for a in policy.act_many([person(o, k) for o, k in
-                                                                   zip(obs, [keeps] * len(obs))], sample=False)]))
+        return float(np.mean([a.prob_show for a in policy.act_many([person(o, keeps) for o in obs], sample=False)]))
 
     assert p_show(True) == p_show(False)
     policy._gen.manual_seed(0)
