@@ -342,9 +342,10 @@ def mean_nll(lm: Any, items: Sequence[tuple], batch: int = 64) -> float:
     return total / count
 
 
-def policy_decider(policy: Any, sample: bool) -> DecideMany:
+def policy_decider(policy: Any, sample: bool, explore: float = 0.0) -> DecideMany:
     def decide(obs: Sequence[Observation]) -> list[Decision]:
-        return [Decision(a.index, a.logprob, a.version, a.value) for a in policy.act_many(obs, sample=sample)]
+        return [Decision(a.index, a.logprob, a.version, a.value)
+                for a in policy.act_many(obs, sample=sample, explore=explore)]
     return decide
 
 
@@ -595,7 +596,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             log(row)
             break
         # collect on the earlier history with the deployed version, exploring
-        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True))
+        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True, args.explore))
         batch: list[Step] = []
         while len(batch) < per_turn:
             chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
@@ -823,6 +824,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
     p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--explore", type=float, default=0.0,
+                   help="policy-gradient learners: the share of collected draws taken uniformly over the "
+                        "request's actions (TabPolicy.act_many's explore; measuring stays greedy)")
     p.add_argument("--q-ridge", type=float, default=1.0,
                    help="ppo_q: the ridge of its regression of reward (the control variate)")
     p.add_argument("--bc-projects", default="train", help="projects the always-show start is fitted on")

@@ -277,13 +277,28 @@ class TabPolicy:
             + w["value.2.bias"][0]
         return logits, value
 
-    def act(self, obs: Observation, sample: bool = True) -> Action:
+    def act(self, obs: Observation, sample: bool = True, explore: float = 0.0) -> Action:
         """Draw an action (``sample=False``: the most likely one) with its log-probability."""
-        return self.act_many([obs], sample)[0]
+        return self.act_many([obs], sample, explore)[0]
 
-    def act_many(self, obs_list: Sequence[Observation], sample: bool = True) -> list[Action]:
+    def act_many(self, obs_list: Sequence[Observation], sample: bool = True,
+                 explore: float = 0.0) -> list[Action]:
         """:meth:`act` for several observations: one forward pass of the head, then each
-        draw in order (the same draws as one ``act`` after another)."""
+        draw in order (the same draws as one ``act`` after another).
+
+        ``explore`` (with ``sample``): the draw is from (1 − explore) · π + explore · uniform
+        over the request's actions, so an action the policy has learned to leave alone for
+        some kind of request is still tried there now and then (issue 35: a kind of person
+        the policy stopped showing to never meets the cuts that person would take). The
+        logged log-probability is that mixture's — what drew the action — so an
+        importance-weighted (stale) update or an off-policy estimate stays right; an
+        on-policy update takes the sample as the policy's own. 0: the policy's own draws,
+        exactly as without it. Not used by the product: with PPO it made things worse
+        (BENCHMARKS.md, "Line 2, continued": uniform draws are mostly wrong cuts, so an
+        update that takes them as its own learns to show less to everyone);
+        ``benchmarks/loop_learn.py --explore`` reproduces that."""
+        if not 0.0 <= explore <= 1.0:
+            raise ValueError(f"explore={explore}: a share of draws, between 0 and 1")
         import numpy as np
         import torch
 
@@ -293,14 +308,20 @@ class TabPolicy:
             # this row as act() alone would see it (the same width: the same random draws)
             row = logits[b, : 1 + max(1, len(obs.rows))]
             logp = row - (row.max() + np.log(np.exp(row - row.max()).sum()))
+            drawn = logp
+            if sample and explore > 0.0:
+                n_act = 1 + len(obs.rows)  # a padded row (no action rows) is never drawn
+                mix = (1.0 - explore) * np.exp(logp[:n_act]) + explore / n_act
+                drawn = np.full_like(logp, -np.inf)
+                drawn[:n_act] = np.log(mix)
             if sample:
-                idx = int(torch.multinomial(torch.from_numpy(np.exp(logp)), 1, generator=self._gen))
+                idx = int(torch.multinomial(torch.from_numpy(np.exp(drawn)), 1, generator=self._gen))
             else:
                 idx = int(np.argmax(logp))
             sug = obs.suggestion(idx - 1) if idx > 0 else None
             probs = np.exp(logp)
             top = [(int(i), round(float(probs[i]), 4)) for i in np.argsort(-probs)[:TOP_ACTIONS]]
-            out.append(Action(index=idx, logprob=float(logp[idx]), version=self.version,
+            out.append(Action(index=idx, logprob=float(drawn[idx]), version=self.version,
                               suggestion=sug, value=float(value[b]),
                               prob_show=float(1.0 - probs[0]), top=top))
         return out

@@ -139,3 +139,39 @@ def test_a_feature_constant_when_the_scales_are_fitted_is_not_blown_up() -> None
     with torch.no_grad():
         pre = policy.net.state[0](x)
     assert float((pre.abs() > 4).float().mean()) < 0.5  # the state layer still reads its inputs
+
+
+def test_explore_draws_what_the_policy_leaves_alone_and_logs_the_mixture() -> None:
+    """``explore`` (issue 35): a share of draws uniform over the request's actions. An action
+    the policy gives almost no probability is drawn about explore / (1 + rows) of the time,
+    each draw logged with the probability that drew it; 0 leaves the draws as they were."""
+    import math
+
+    import numpy as np
+    import torch
+
+    obs = _obs()
+    n_act = 1 + len(obs.rows)
+    policy = TabPolicy(PolicyConfig(), seed=2)
+    with torch.no_grad():  # a policy sure of "show nothing"
+        policy.net.none.bias.fill_(30.0)
+    plain = [a.index for a in policy.act_many([obs] * 400)]
+    assert set(plain) == {0}
+    fresh = TabPolicy(PolicyConfig(), seed=2)
+    fresh.net.load_state_dict(policy.net.state_dict())
+    assert [a.index for a in fresh.act_many([obs] * 400, explore=0.0)] == plain
+
+    eps = 0.3
+    drawn = policy.act_many([obs] * 4000, explore=eps)
+    shown = [a for a in drawn if a.index > 0]
+    expected = 4000 * eps * (n_act - 1) / n_act
+    assert abs(len(shown) - expected) < 4 * math.sqrt(expected)
+    assert len({a.index for a in shown}) == n_act - 1  # every show action was tried
+    for a in shown[:20]:  # logged: the mixture's probability, not the policy's (~e^-30)
+        assert a.logprob == pytest.approx(math.log(eps / n_act), rel=1e-4)
+        assert a.prob_show < 1e-9  # what the policy itself says is unchanged
+    nothing = next(a for a in drawn if a.index == 0)
+    assert nothing.logprob == pytest.approx(math.log(1 - eps + eps / n_act), rel=1e-4)
+    assert np.all([a.index == 0 for a in policy.act_many([obs] * 50, sample=False, explore=eps)])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        policy.act(obs, explore=1.5)
