@@ -251,7 +251,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 clocks[ids[i]] = clocks.get(ids[i], 0.0) + session.clock - seen[i]
                 seen[i] = session.clock
                 obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
-                                                              clocks[ids[i]], req.cursor, req.file))
+                                                              clocks[ids[i]], req.cursor))
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
             decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
         else:
@@ -263,9 +263,8 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
             step.person = kind_of(session)  # type: ignore[attr-defined]
             if tracker is not None and step.outcome.shown and sug is not None:
-                insert = not sug.jump and sug.start == sug.end  # a completion: typed anyway is checkable
                 tracker.outcome(str(ids[i]), session.pair.repo, step.outcome.accepted, len(sug.text),
-                                step.outcome.chars_saved, sug.text if insert else None, sug.start if insert else None)
+                                step.outcome.chars_saved)
             if prompt_of is not None:
                 if step.lm_shown or (line.strip() and not step.outcome.accepted):
                     step.prompt = prompt_of(req.file[: req.cursor])

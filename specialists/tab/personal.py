@@ -15,11 +15,7 @@ the policy reads beside its state features (``Observation.personal``):
   the share of *long* suggestions (more than ``long_chars``) accepted, the dismissals in a
   row, seconds since the session's last request (the last keystroke that asked), the last
   shown suggestion's outcome, and the typing speed (characters per second between
-  requests, a decayed mean); and, among the short and among the long suggestions that were
-  *right*, the share taken — a dismissed completion is right when the person typed it anyway:
-  the session's next requests carry its first ``right_chars`` characters where it would have
-  gone (the server reads that in the text the request sends). A person who dismisses right
-  short suggestions wants longer ones, not fewer; one who dismisses wrong ones, better ones;
+  requests, a decayed mean);
 * per project: shown, accept share and taken share, over every session of the project.
 
 Ratios are smoothed towards a prior (one pseudo-count each way), so a new session reads as
@@ -43,7 +39,6 @@ PERSONAL_FEATURES = [
     "s_log_shown", "s_accept_ratio", "s_taken_ratio", "s_long_accept_ratio", "s_log_dismiss_streak",
     "s_log_seconds_since_last", "s_last_accepted", "s_last_dismissed", "s_log_chars_per_s", "s_new",
     "p_log_shown", "p_accept_ratio", "p_taken_ratio",
-    "s_short_right_taken", "s_long_right_taken",
 ]
 """The personal features, in the order :meth:`Tracker.features` returns them."""
 
@@ -68,13 +63,6 @@ class History:
     speed: float | None = None
     """Decayed mean of log1p(characters per second) between requests."""
     requests: int = 0
-    right_short: float = 0.0
-    """Short suggestions that were right: accepted, or dismissed and then typed anyway."""
-    right_short_taken: float = 0.0
-    right_long: float = 0.0
-    right_long_taken: float = 0.0
-    pending: list[tuple[int, str]] = field(default_factory=list)
-    """Dismissed suggestions (document position, text) not yet known right or wrong."""
 
     def add(self, accepted: bool, chars_shown: int, chars_taken: int, decay: float, long_chars: int) -> None:
         self.shown = decay * self.shown + 1.0
@@ -86,24 +74,11 @@ class History:
             self.chars_taken += min(max(0, chars_taken), max(0, chars_shown))
         self.long_shown *= decay
         self.long_accepted *= decay
-        for name in ("right_short", "right_short_taken", "right_long", "right_long_taken"):
-            setattr(self, name, decay * getattr(self, name))
-        if accepted:
-            self.right(chars_shown, long_chars, taken=True)
         if chars_shown > long_chars:
             self.long_shown += 1.0
             self.long_accepted += float(accepted)
         self.streak = 0 if accepted else self.streak + 1
         self.last = "accepted" if accepted else "dismissed"
-
-    def right(self, chars: int, long_chars: int, taken: bool) -> None:
-        """A suggestion of ``chars`` characters was right; ``taken``: it was accepted."""
-        if chars > long_chars:
-            self.right_long += 1.0
-            self.right_long_taken += float(taken)
-        else:
-            self.right_short += 1.0
-            self.right_short_taken += float(taken)
 
 
 @dataclass
@@ -116,11 +91,6 @@ class Tracker:
     long_chars: int = 24
     max_keys: int = 10_000
     speed_decay: float = 0.8
-    right_chars: int = 12
-    """A dismissed suggestion counts as right once this many of its characters (all of a
-    shorter one) were typed where it would have gone."""
-    max_pending: int = 4
-    """Dismissed suggestions a session keeps waiting to be found right or wrong."""
     sessions: "OrderedDict[str, History]" = field(default_factory=OrderedDict)
     projects: "OrderedDict[str, History]" = field(default_factory=OrderedDict)
 
@@ -146,21 +116,14 @@ class Tracker:
             float(s.last == "accepted"), float(s.last == "dismissed"),
             s.speed if s.speed is not None else 0.0, float(s.requests == 0),
             math.log1p(p.shown), _ratio(p.accepted, p.shown), _ratio(p.chars_taken, p.chars_shown),
-            _ratio(s.right_short_taken, s.right_short), _ratio(s.right_long_taken, s.right_long),
         ]
 
-    def request(self, session: str, project: str, now: float, position: int | None = None,
-                text: str | None = None, text_start: int = 0) -> list[float]:
+    def request(self, session: str, project: str, now: float, position: int | None = None) -> list[float]:
         """A request arrives: its features (:meth:`features`), then the session's clock and
         typing speed move on (``position``: the cursor, for characters typed since the
-        session's last request). ``text`` (the document as the request carries it, starting
-        at document offset ``text_start``): what the person typed since a dismissal is read
-        there, and a dismissed suggestion they went on to type is counted right
-        (:meth:`_resolve`) — this request's features already know it."""
-        s = self._get(self.sessions, session)
-        if s.pending and position is not None and text is not None:
-            self._resolve(s, position, text, text_start)
+        session's last request)."""
         x = self.features(session, project, now)
+        s = self._get(self.sessions, session)
         self._get(self.projects, project)
         if s.last_time is not None and position is not None and s.last_pos is not None:
             dt = now - s.last_time
@@ -172,37 +135,10 @@ class Tracker:
         s.requests += 1
         return x
 
-    def outcome(self, session: str, project: str, accepted: bool, chars_shown: int, chars_taken: int,
-                text: str | None = None, position: int | None = None) -> None:
-        """A shown suggestion's outcome (``chars_taken``: characters accepted; 0 for a dismissal).
-        A dismissed one's ``text``, inserted at document offset ``position``, is kept until
-        the session's next requests say whether the person typed it anyway."""
+    def outcome(self, session: str, project: str, accepted: bool, chars_shown: int, chars_taken: int) -> None:
+        """A shown suggestion's outcome (``chars_taken``: characters accepted; 0 for a dismissal)."""
         for h in (self._get(self.sessions, session), self._get(self.projects, project)):
             h.add(accepted, chars_shown, chars_taken, self.decay, self.long_chars)
-        if not accepted and text and position is not None:
-            s = self._get(self.sessions, session)
-            s.pending = (s.pending + [(int(position), text)])[-self.max_pending:]
-
-    def _resolve(self, s: History, position: int, text: str, text_start: int) -> None:
-        """Each dismissed suggestion still pending: *right* once the person has typed its first
-        ``right_chars`` characters (all of a shorter one) where it would have gone; *wrong*
-        (forgotten) once what they typed there differs, or the cursor is before it or out of
-        the text the request carries; otherwise it waits for the next request."""
-        keep = []
-        for pos, sug in s.pending:
-            local = pos - text_start
-            typed = position - pos
-            if typed < 0 or local < 0 or local > len(text):
-                continue
-            need = min(len(sug), self.right_chars)
-            n = min(typed, need)
-            if text[local: local + n] != sug[:n]:
-                continue
-            if n >= need:
-                s.right(len(sug), self.long_chars, taken=False)
-            else:
-                keep.append((pos, sug))
-        s.pending = keep
 
     def snapshot(self, session: str) -> dict[str, Any]:
         """A session's raw history (for logs and tests)."""

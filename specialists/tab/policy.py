@@ -615,19 +615,15 @@ class TabPolicy:
         p = Path(path)
         info = json.loads((p / "policy.json").read_text())
         saved = info.get("state_features")
-        # saved with the request's features alone, or with fewer personal ones (a prefix of
-        # today's list, which only grows at its end): the inputs added since start at zero
-        if not (isinstance(saved, list) and len(STATE_FEATURES) <= len(saved) <= len(POLICY_STATE)
-                and saved == POLICY_STATE[: len(saved)]) or info.get("action_features") != ACTION_FEATURES:
+        if saved not in (POLICY_STATE, STATE_FEATURES) or info.get("action_features") != ACTION_FEATURES:
             raise ValueError(f"{p}: the policy was trained on other features; retrain it")
         fields = PolicyConfig.__dataclass_fields__
         config = PolicyConfig(**{k: v for k, v in info["config"].items() if k in fields})
         config.n_state = len(POLICY_STATE)
         policy = cls(config, version=int(info["version"]))
         weights = load_file(str(p / "policy.safetensors"))
-        added = len(POLICY_STATE) - len(saved)
-        if added:  # saved before (some of) the personal inputs: theirs start at zero
-            weights = _with_personal(weights, added)
+        if saved == STATE_FEATURES:  # saved before the personal inputs: theirs start at zero
+            weights = _with_personal(weights)
         own_layer = "personal.weight" not in weights and policy.net.personal is not None
         if own_layer:  # saved before the personal inputs had a layer of their own: zero
             weights = {**weights, "personal.weight": policy.net.personal.weight.detach().new_zeros(
@@ -640,13 +636,13 @@ class TabPolicy:
             import torch
 
             opt = torch.load(p / OPTIMIZER_FILE, weights_only=True)
-            if added:  # the moments of the weights that read the inputs, widened with zeros
-                names = [n for n, _ in policy.net.named_parameters()]
-                for i, st in opt.get("state", {}).items():
-                    if int(i) < len(names) and names[int(i)] in ("state.0.weight", "personal.weight"):
-                        for k, v in list(st.items()):
-                            if hasattr(v, "shape") and v.dim() == 2:
-                                st[k] = torch.cat([v, v.new_zeros(v.shape[0], added)], 1)
+            if saved == STATE_FEATURES:  # the first state layer's moments, widened with zeros
+                n_old = len(STATE_FEATURES)
+                for st in opt.get("state", {}).values():
+                    for k, v in list(st.items()):
+                        if hasattr(v, "shape") and v.dim() >= 1 and v.shape[-1] == n_old \
+                                and v.dim() == 2:
+                            st[k] = torch.cat([v, v.new_zeros(v.shape[0], len(PERSONAL_FEATURES))], 1)
             if own_layer:  # the personal layer is the last parameter: no moments yet (Adam starts them)
                 groups = opt["param_groups"]
                 groups[-1]["params"] = list(groups[-1]["params"]) + [
@@ -655,18 +651,15 @@ class TabPolicy:
         return policy
 
 
-def _with_personal(weights: dict[str, Any], n: int = len(PERSONAL_FEATURES)) -> dict[str, Any]:
-    """Weights saved without the last ``n`` inputs of :data:`POLICY_STATE` (personal ones: all of
-    them, or those added since), widened to it: the weights reading them zero, their
-    normalizer the identity."""
+def _with_personal(weights: dict[str, Any]) -> dict[str, Any]:
+    """Weights saved with ``STATE_FEATURES`` alone, widened to :data:`POLICY_STATE`: the
+    personal inputs' first-layer weights zero, their normalizer the identity."""
     import torch
 
+    n = len(PERSONAL_FEATURES)
     out = dict(weights)
     w = out["state.0.weight"]
     out["state.0.weight"] = torch.cat([w, w.new_zeros(w.shape[0], n)], 1)
-    if "personal.weight" in out:
-        w = out["personal.weight"]
-        out["personal.weight"] = torch.cat([w, w.new_zeros(w.shape[0], n)], 1)
     out["s_mean"] = torch.cat([out["s_mean"], out["s_mean"].new_zeros(n)])
     out["s_std"] = torch.cat([out["s_std"], out["s_std"].new_ones(n)])
     return out

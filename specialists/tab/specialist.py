@@ -226,9 +226,8 @@ class TabSpecialist(Specialist):
         self.personal = Tracker()
         """Per session and project: what this server showed and what came of it (issue 35);
         the policy reads it as ``Observation.personal``, and the event store's features log it."""
-        # request id -> (session, project, characters shown, a completion's text and place),
-        # until its feedback arrives
-        self._shown: OrderedDict[str, tuple[str, str, int, str | None, int | None]] = OrderedDict()
+        # request id -> (session, project, characters shown), until its feedback arrives
+        self._shown: OrderedDict[str, tuple[str, str, int]] = OrderedDict()
         self._personal_lock = threading.Lock()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -439,7 +438,7 @@ class TabSpecialist(Specialist):
             job.project = str(request.get("project") or "")
             with self._personal_lock:
                 job.personal = self.personal.request(str(session), job.project, time.monotonic(),
-                                                     offset + req.cursor, req.file, offset)
+                                                     offset + req.cursor)
         if not req.file.strip():
             return self._nothing("empty file", t0, job.meta)
         if "\x00" in req.file:
@@ -459,18 +458,12 @@ class TabSpecialist(Specialist):
         return out[0]
 
     def _remember(self, job: _Job, result: Any) -> None:
-        """Keep a shown suggestion's session, project, length and — a completion at the cursor —
-        its place and text (was it typed anyway?) until its feedback comes."""
+        """Keep a shown suggestion's session, project and length until its feedback comes."""
         if job.session is None or not isinstance(result, Result) or result.output is None:
             return
-        out = result.output
-        text = out.get("text") or ""
-        span = out.get("range") or {}
-        insert = out.get("kind") == "completion" and span.get("start") == span.get("end")
         with self._personal_lock:
-            self._shown[str(result.meta.get("request_id"))] = (job.session, job.project, len(text),
-                                                               text if insert else None,
-                                                               span.get("start") if insert else None)
+            self._shown[str(result.meta.get("request_id"))] = (job.session, job.project,
+                                                               len(result.output.get("text") or ""))
             while len(self._shown) > 20_000:
                 self._shown.popitem(last=False)
 
@@ -483,10 +476,10 @@ class TabSpecialist(Specialist):
             shown = self._shown.pop(request_id, None)
             if shown is None:
                 return False
-            session, project, chars, text, position = shown
+            session, project, chars = shown
             accepted = outcome in ("accepted", "partial")
             taken = (chars if chars_accepted is None else int(chars_accepted)) if accepted else 0
-            self.personal.outcome(session, project, accepted, chars, taken, text, position)
+            self.personal.outcome(session, project, accepted, chars, taken)
         return True
 
     def submit(self, request: Mapping[str, Any], done: Callable[[Any], None]) -> None:

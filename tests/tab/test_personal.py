@@ -55,45 +55,6 @@ def test_accepts_and_dismissals_move_the_ratios_and_the_streak() -> None:
     assert feats(t2)["s_accept_ratio"] > feats(t)["s_accept_ratio"]
 
 
-def test_a_dismissed_suggestion_typed_anyway_counts_as_right_and_not_taken() -> None:
-    """The server reads, in the next requests' text, whether the person typed a dismissed
-    suggestion anyway: a person who dismisses right short suggestions (one who wants longer
-    ones) reads apart from one who takes them, and a wrong one is forgotten."""
-    doc = "x = 1\nvalue = compute(alpha)\n"
-    at = doc.index("compute")
-
-    def person(types_it: bool) -> dict[str, float]:
-        t = Tracker()
-        for k in range(4):
-            t.request("s", "p", float(k), at, doc[:at])
-            t.outcome("s", "p", accepted=False, chars_shown=7, chars_taken=0, text="compute", position=at)
-            typed = "compute" if types_it else "convert"
-            t.request("s", "p", k + 0.5, at + 3, doc[:at] + typed[:3])  # 3 typed: not known yet
-            t.request("s", "p", k + 0.9, at + 7, doc[:at] + typed)
-        return feats(t, now=9.0)
-
-    declines_right, dismisses_wrong = person(True), person(False)
-    assert declines_right["s_short_right_taken"] < 0.2  # right 4 times, taken none
-    assert dismisses_wrong["s_short_right_taken"] == 0.5  # nothing known right: the prior
-    assert declines_right["s_accept_ratio"] == dismisses_wrong["s_accept_ratio"]  # the old reading cannot tell
-    assert declines_right["s_long_right_taken"] == 0.5
-
-    t = Tracker()  # accepted: right and taken; long and short apart
-    t.request("s", "p", 0.0, at, doc[:at])
-    t.outcome("s", "p", accepted=True, chars_shown=40, chars_taken=40)
-    f = feats(t, now=1.0)
-    assert f["s_long_right_taken"] > 0.5 and f["s_short_right_taken"] == 0.5
-
-    t = Tracker()  # the cursor left, or the request carries no text there: forgotten
-    t.request("s", "p", 0.0, at, doc[:at])
-    t.outcome("s", "p", accepted=False, chars_shown=7, chars_taken=0, text="compute", position=at)
-    t.request("s", "p", 1.0, 2, doc)
-    assert t.snapshot("s")["pending"] == []
-    t.outcome("s", "p", accepted=False, chars_shown=7, chars_taken=0, text="compute", position=at)
-    t.request("s", "p", 2.0, at + 7, doc[at + 20:], text_start=at + 20)
-    assert t.snapshot("s")["pending"] == [] and feats(t, now=3.0)["s_short_right_taken"] == 0.5
-
-
 def test_partial_takers_and_wrong_accepts_show_in_the_taken_ratio() -> None:
     t = Tracker()
     for _ in range(5):
@@ -427,63 +388,6 @@ def test_a_version_saved_before_the_personal_layer_loads_and_trains_on(tmp_path)
     assert back.opt.state_dict()["state"].keys() == opt["state"].keys()  # Adam's moments carried on
     back.ppo_update([Sample(o, back.act(o), 0.1) for o in obs], PPOConfig(epochs=1, target_kl=10.0))
     assert float(back.net.personal.weight.detach().abs().sum()) > 0.0
-
-
-def test_a_version_saved_with_fewer_personal_inputs_loads_and_trains_on(tmp_path) -> None:
-    """The personal inputs grow at the end of their list (``s_short_right_taken`` and
-    ``s_long_right_taken`` came after 13 others): a loop version saved with the shorter list
-    loads with the new inputs' weights at zero, acts as saved whatever they read, and its
-    next update continues Adam and moves them."""
-    import json
-
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    from specialists.tab.policy import OPTIMIZER_FILE, POLICY_STATE, PPOConfig, Sample, TabPolicy
-    from specialists.tab.specialist import DEFAULT_CHECKPOINT
-
-    new = 2
-    policy = TabPolicy.load(DEFAULT_CHECKPOINT)
-    rng = np.random.default_rng(0)
-    obs = [o.with_personal(rng.uniform(0.2, 0.8, len(PERSONAL_FEATURES)).astype(np.float32))
-           for o in _real_observations(60) if len(o.rows)][:30]
-    policy.ppo_update([Sample(o, policy.act(o), rng.normal()) for o in obs], PPOConfig(epochs=1, target_kl=10.0))
-    policy.save(tmp_path / "v1")
-    # what a server with the shorter list wrote: every input-reading weight narrower by two
-    d = tmp_path / "v1"
-    weights = load_file(str(d / "policy.safetensors"))
-    for k in ("state.0.weight", "personal.weight"):
-        weights[k] = weights[k][:, :-new].contiguous()
-    for k in ("s_mean", "s_std"):
-        weights[k] = weights[k][:-new].contiguous()
-    save_file(weights, str(d / "policy.safetensors"))
-    info = json.loads((d / "policy.json").read_text())
-    info["state_features"] = POLICY_STATE[:-new]
-    (d / "policy.json").write_text(json.dumps(info))
-    opt = torch.load(d / OPTIMIZER_FILE, weights_only=True)
-    names = [n for n, _ in policy.net.named_parameters()]
-    for i, st in opt["state"].items():
-        if names[int(i)] in ("state.0.weight", "personal.weight"):
-            for k, v in list(st.items()):
-                if v.dim() == 2:
-                    st[k] = v[:, :-new].contiguous()
-    torch.save(opt, d / OPTIMIZER_FILE)
-
-    back = TabPolicy.load(d)
-    assert float(back.net.state[0].weight.detach()[:, -new:].abs().sum()) == 0.0
-    assert float(back.net.personal.weight.detach()[:, -new:].abs().sum()) == 0.0
-    assert torch.equal(back.net.state[0].weight[:, :-new], policy.net.state[0].weight[:, :-new])
-    moved = [o.with_personal(np.concatenate([o.personal[:-new], [0.0, 1.0]]).astype(np.float32)) for o in obs]
-    la, _ = back._head_numpy(*back._arrays(obs))
-    lb, _ = back._head_numpy(*back._arrays(moved))
-    finite = np.isfinite(la)
-    assert np.array_equal(la[finite], lb[finite])  # the new inputs change nothing yet
-    back.ppo_update([Sample(o, back.act(o), rng.normal()) for o in obs], PPOConfig(epochs=1, target_kl=10.0))
-    assert float(back.net.personal.weight.detach()[:, -new:].abs().sum()) > 0.0
-    with pytest.raises(ValueError, match="retrain"):
-        info["state_features"] = POLICY_STATE[:-new] + ["an_input_from_elsewhere"]
-        (d / "policy.json").write_text(json.dumps(info))
-        TabPolicy.load(d)
 
 
 def test_the_personal_inputs_are_scaled_once_while_their_weights_are_zero() -> None:
