@@ -892,6 +892,8 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--gate-edits gates the policy's updates only; with --lm the LM's would ship ungated")
     if args.gate_edits < 0:
         p.error("--gate-edits must be 0 (no gate) or more")
+    if not 0.0 <= args.explore <= 1.0:
+        p.error(f"--explore {args.explore}: a share of draws, between 0 and 1")
     seeds = [int(s) for s in args.seeds.split(",") if s]
     MAX_PER_PAIR = args.max_requests_per_pair
     ASK_AFTER_EDIT = args.ask_after_edit

@@ -76,3 +76,47 @@ def test_a_gate_larger_than_the_earlier_history_is_refused(toy_data: Path, tmp_p
     assert done.returncode != 0 and "--gate-edits 4" in done.stderr
     done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--gate-edits", "1", "--lm", "pg")
     assert done.returncode == 2 and "--gate-edits" in done.stderr
+
+
+@pytest.mark.timeout(600)
+def test_exploring_collection_runs_and_a_share_out_of_range_is_refused(toy_data: Path, tmp_path: Path) -> None:
+    """``--explore ε`` (issue 35's line-2 try): the collected draws mix in uniform ones —
+    with ε = 1 every draw is uniform, so far more is shown while collecting than by the
+    policy alone; measuring stays greedy, the same at turn 0 either way."""
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--explore", "1.0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    explored = json.loads((tmp_path / "run.json").read_text())["rows"][0]
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo")
+    assert done.returncode == 0, done.stderr[-3000:]
+    plain = json.loads((tmp_path / "run.json").read_text())["rows"][0]
+    assert explored["reward"] == plain["reward"] and explored["show_rate"] == plain["show_rate"]
+    assert explored["collect_show"] > plain["collect_show"]
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--explore", "1.5")
+    assert done.returncode == 2 and "--explore 1.5" in done.stderr
+
+
+@pytest.mark.timeout(600)
+def test_long_cuts_reports_what_one_kind_would_take(toy_data: Path, tmp_path: Path) -> None:
+    """benchmarks/long_cuts.py (told who types): per rule, that kind's shown and accepted cuts
+    and its reward per request; everyone else is shown nothing. An unknown kind is refused."""
+    script = ROOT / "benchmarks" / "long_cuts.py"
+    base = [sys.executable, str(script), str(toy_data), "--project", "toy", "--population",
+            str(ROOT / "configs" / "users" / "mixed-length.yaml"), "--cache-dir", str(tmp_path / "cache"),
+            "--collect-share", "0.5"]
+    done = subprocess.run(base + ["--kind", "liner", "--min-chars", "5", "--margins", "none,0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [dict(part.split(" ", 1) for part in line.split(" | ")) for line in done.stdout.strip().splitlines()]
+    assert [r["rule"] for r in rows] == ["longest", "favourite", "favourite"]
+    for r in rows:
+        shown, accepted = int(r["shown"]), int(r["accepted"])
+        assert 0 <= accepted <= shown <= int(r["requests"])
+        assert float(r["precision"]) == pytest.approx(accepted / max(1, shown), abs=1e-4)
+    assert int(rows[0]["shown"]) > 0  # the toy edits have cuts of five characters and more
+    # shown wherever a long enough cut exists, with no accept to change what is typed next:
+    # the longest and the always-favourite rules meet the same requests; a margin shows fewer
+    if int(rows[0]["accepted"]) == int(rows[1]["accepted"]) == 0:
+        assert rows[0]["shown"] == rows[1]["shown"] and rows[0]["requests"] == rows[1]["requests"]
+    assert int(rows[2]["shown"]) < int(rows[1]["shown"])
+    done = subprocess.run(base + ["--kind", "nobody"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "--kind 'nobody'" in done.stderr and "brief, liner" in done.stderr
