@@ -138,6 +138,7 @@ MEASURE_WORLDS = 1
 draws of people (world seeds 0, 1, ...; world 0 is the people who collect), every (world,
 edit) a unit of the per-edit figures."""
 PERSONAL = False
+EXPLORE_TO = "uniform"
 """``--personal``: the policy reads the personal features (``specialists.tab.personal``),
 kept per person (the editor session) and project as the server keeps them."""
 
@@ -345,7 +346,7 @@ def mean_nll(lm: Any, items: Sequence[tuple], batch: int = 64) -> float:
 def policy_decider(policy: Any, sample: bool, explore: float = 0.0) -> DecideMany:
     def decide(obs: Sequence[Observation]) -> list[Decision]:
         return [Decision(a.index, a.logprob, a.version, a.value)
-                for a in policy.act_many(obs, sample=sample, explore=explore)]
+                for a in policy.act_many(obs, sample=sample, explore=explore, explore_to=EXPLORE_TO)]
     return decide
 
 
@@ -788,7 +789,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS, EXPLORE_TO
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -824,6 +825,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
     p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--explore-to", choices=["uniform", "value"], default="uniform",
+                   help="--explore's draws: uniform over the actions, or the cut that would save the most "
+                        "if right (the policy's logit + log of its length)")
     p.add_argument("--explore", type=float, default=0.0,
                    help="policy-gradient learners: the share of collected draws taken uniformly over the "
                         "request's actions (TabPolicy.act_many's explore; measuring stays greedy)")
@@ -900,6 +904,7 @@ def main(argv: list[str] | None = None) -> dict:
     PEOPLE = max(1, args.people)
     MEASURE_WORLDS = max(1, args.measure_worlds)
     PERSONAL = args.personal
+    EXPLORE_TO = args.explore_to
     if args.population:
         from specialists.tab.users import PopulationError, load_population
 

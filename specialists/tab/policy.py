@@ -277,12 +277,13 @@ class TabPolicy:
             + w["value.2.bias"][0]
         return logits, value
 
-    def act(self, obs: Observation, sample: bool = True, explore: float = 0.0) -> Action:
+    def act(self, obs: Observation, sample: bool = True, explore: float = 0.0,
+            explore_to: str = "uniform") -> Action:
         """Draw an action (``sample=False``: the most likely one) with its log-probability."""
-        return self.act_many([obs], sample, explore)[0]
+        return self.act_many([obs], sample, explore, explore_to)[0]
 
     def act_many(self, obs_list: Sequence[Observation], sample: bool = True,
-                 explore: float = 0.0) -> list[Action]:
+                 explore: float = 0.0, explore_to: str = "uniform") -> list[Action]:
         """:meth:`act` for several observations: one forward pass of the head, then each
         draw in order (the same draws as one ``act`` after another).
 
@@ -293,12 +294,19 @@ class TabPolicy:
         logged log-probability is that mixture's — what drew the action — so an
         importance-weighted (stale) update or an off-policy estimate stays right; an
         on-policy update takes the sample as the policy's own. 0: the policy's own draws,
-        exactly as without it. Not used by the product: with PPO it made things worse
-        (BENCHMARKS.md, "Line 2, continued": uniform draws are mostly wrong cuts, so an
-        update that takes them as its own learns to show less to everyone);
-        ``benchmarks/loop_learn.py --explore`` reproduces that."""
+        exactly as without it. ``explore_to="value"``: the explored share goes instead to the
+        one show action that would save the most if right — the highest logit plus the log
+        of its length (the shipped logits were trained on whether a cut is right).
+
+        Not used by the product: with PPO both made things worse (BENCHMARKS.md, "Line 2,
+        continued": uniform draws are mostly wrong cuts, so an update that takes them as its
+        own learns to show less to everyone; the most valuable cut is a long one, which most
+        people dismiss); ``benchmarks/loop_learn.py --explore [--explore-to value]``
+        reproduces that."""
         if not 0.0 <= explore <= 1.0:
             raise ValueError(f"explore={explore}: a share of draws, between 0 and 1")
+        if explore_to not in ("uniform", "value"):
+            raise ValueError(f"explore_to={explore_to!r}: 'uniform' or 'value'")
         import numpy as np
         import torch
 
@@ -311,7 +319,13 @@ class TabPolicy:
             drawn = logp
             if sample and explore > 0.0:
                 n_act = 1 + len(obs.rows)  # a padded row (no action rows) is never drawn
-                mix = (1.0 - explore) * np.exp(logp[:n_act]) + explore / n_act
+                if explore_to == "uniform" or n_act == 1:
+                    mix = (1.0 - explore) * np.exp(logp[:n_act]) + explore / n_act
+                else:  # "value": the cut that would save the most if right
+                    lens = np.array([len(obs.suggestion(i).text) for i in range(n_act - 1)], dtype=np.float64)
+                    best = 1 + int(np.argmax(row[1:n_act] + np.log(np.maximum(lens, 1.0))))
+                    mix = (1.0 - explore) * np.exp(logp[:n_act])
+                    mix[best] += explore
                 drawn = np.full_like(logp, -np.inf)
                 drawn[:n_act] = np.log(mix)
             if sample:

@@ -175,3 +175,17 @@ def test_explore_draws_what_the_policy_leaves_alone_and_logs_the_mixture() -> No
     assert np.all([a.index == 0 for a in policy.act_many([obs] * 50, sample=False, explore=eps)])
     with pytest.raises(ValueError, match="between 0 and 1"):
         policy.act(obs, explore=1.5)
+
+    # explore_to="value": the explored share all goes to the cut that would save the most
+    import numpy as np
+
+    logits = policy._head_numpy(*policy._arrays([obs]))[0][0, 1:n_act]
+    lens = np.array([len(obs.suggestion(i).text) for i in range(n_act - 1)], dtype=np.float64)
+    best = 1 + int(np.argmax(logits + np.log(np.maximum(lens, 1.0))))
+    valued = policy.act_many([obs] * 2000, explore=eps, explore_to="value")
+    assert {a.index for a in valued} == {0, best}
+    share = sum(a.index == best for a in valued) / len(valued)
+    assert abs(share - eps) < 4 * math.sqrt(eps * (1 - eps) / len(valued))
+    assert next(a for a in valued if a.index == best).logprob == pytest.approx(math.log(eps), rel=1e-4)
+    with pytest.raises(ValueError, match="'uniform' or 'value'"):
+        policy.act(obs, explore=0.1, explore_to="longest")
