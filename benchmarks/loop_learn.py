@@ -36,6 +36,10 @@ that rule's rewards, on the *training* projects (``--bc-projects``): it shows ne
 ``--collect-order dated`` has the users type the earlier history in date order (as time
 passes where the loop runs) instead of a seeded shuffle; ``--ask-after-edit`` adds the
 request when each hunk is done, as the deployed loop's simulated users make it.
+``--explore ε`` (policy-gradient learners) mixes a share ε of other draws into collection —
+uniform over the request's actions, or (``--explore-to value``) the cut that would save the
+most if right — each logged with the probability that drew it (``TabPolicy.act_many``);
+measuring stays greedy. It did not help (BENCHMARKS.md, issue 35, "Line 2, continued").
 
 Collection is in-process (``harness.ObservationCache``: the LM is frozen, so its features
 are computed once per state; sessions are stepped in lockstep so the head runs batched).
