@@ -11,7 +11,13 @@ nothing, in two ways:
 * ``longest`` — the longest such cut;
 * ``favourite`` — the shipped policy's favourite such cut (highest logit), and only where its
   logit is within ``margin`` of the policy's "show nothing" (each of ``--margins``; ``none``:
-  always).
+  always);
+* ``rightness`` — the cut a rightness model rates most likely right, where that probability
+  reaches each of ``--thresholds``. The model (a logistic regression on the cut's action
+  features) is fitted on the project's *earlier* history, every candidate of every request
+  labelled by whether the person went on to type it — labels a server can read for cuts it
+  never showed, from everyone, whatever they accept. What learning from every candidate
+  could give that kind, not what the loop does today.
 
 Per rule it prints that kind's requests, the cuts shown and accepted, the precision
 (accepted / shown), the mean reward of an accepted and of a dismissed one, and the reward
@@ -40,6 +46,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--min-chars", type=int, default=20, help="shortest cut shown")
     p.add_argument("--margins", default="none,-4,-2,0",
                    help="favourite: show where its logit − the 'nothing' logit ≥ margin (none: always)")
+    p.add_argument("--thresholds", default="0.1,0.2,0.3",
+                   help="rightness: show where the model's probability of right reaches each (empty: skip)")
     p.add_argument("--collect-share", type=float, default=0.7, help="as loop_learn.py: the later history follows it")
     p.add_argument("--reward", choices=["kept", "accept"], default="kept")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
@@ -59,6 +67,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
         margins = [None if m.strip() == "none" else float(m) for m in args.margins.split(",") if m.strip()]
     except ValueError:
         raise SystemExit(f"--margins {args.margins!r}: comma-separated numbers or 'none'") from None
+    try:
+        thresholds = [float(t) for t in args.thresholds.split(",") if t.strip()]
+    except ValueError:
+        raise SystemExit(f"--thresholds {args.thresholds!r}: comma-separated probabilities") from None
     L.ASK_AFTER_EDIT = True
     L.MEASURE_WORLDS = 1
 
@@ -75,9 +87,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     policy = TabPolicy.load(ckpt)
     reward = L.KeptReward() if args.reward == "kept" else L.RewardConfig()
     pairs = sorted(L.load_split(args.data, args.project, 0, seed=0), key=lambda q: q.date)
-    later = pairs[int(round(args.collect_share * len(pairs))):]
+    k = int(round(args.collect_share * len(pairs)))
+    earlier, later = pairs[:k], pairs[k:]
     if not later:
         raise SystemExit(f"--project {args.project}: no later history to replay")
+    model = fit_rightness(earlier, cache, args.min_chars) if thresholds and earlier else None
 
     def decider(rule: str, margin: float | None) -> L.DecideMany:
         def decide(obs, who):
@@ -89,6 +103,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     rows = [r for r in range(len(o.rows)) if len(o.suggestion(r).text) >= args.min_chars]
                     if rows and rule == "longest":
                         pick = 1 + max(rows, key=lambda r: len(o.suggestion(r).text))
+                    elif rows and rule == "rightness":
+                        prob = model.prob(o)
+                        r = max(rows, key=lambda r: prob[r])
+                        if prob[r] >= margin:
+                            pick = r + 1
                     elif rows:
                         r = max(rows, key=lambda r: logits[b, r + 1])
                         if margin is None or logits[b, r + 1] - logits[b, 0] >= margin:
@@ -99,7 +118,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         return decide  # type: ignore[return-value]
 
     results = []
-    for rule, margin in [("longest", None)] + [("favourite", m) for m in margins]:
+    rules = [("longest", None)] + [("favourite", m) for m in margins]
+    rules += [("rightness", t) for t in thresholds] if model is not None else []
+    if model is not None:
+        print(f"rightness model: fitted on {model.n} candidates of the earlier history, "
+              f"{model.positives} right; mean log-loss {model.loss:.4f} (a constant: {model.base_loss:.4f})", flush=True)
+    for rule, margin in rules:
         steps = L.measure_rollout(later, cache, decider(rule, margin), reward, L.Totals())
         mine = [s for s in steps if s.person == args.kind]
         shown = [s for s in mine if s.outcome.shown]
@@ -113,6 +137,69 @@ def main(argv: list[str] | None = None) -> list[dict]:
         results.append(row)
         print(" | ".join(f"{k} {v}" for k, v in row.items()), flush=True)
     return results
+
+
+class Rightness:
+    """P(a cut is what the person types next | its action features), a logistic regression."""
+
+    def __init__(self, mean, std, w, n: int, positives: int, loss: float, base_loss: float) -> None:
+        self.mean, self.std, self.w = mean, std, w
+        self.n, self.positives, self.loss, self.base_loss = n, positives, loss, base_loss
+
+    @staticmethod
+    def features(obs) -> "np.ndarray":
+        import numpy as np
+
+        x = np.asarray(obs.actions, np.float64)
+        lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])
+        return np.concatenate([x, lens[:, None]], axis=1)
+
+    def prob(self, obs) -> "np.ndarray":
+        import numpy as np
+
+        if not len(obs.rows):
+            return np.zeros(0)
+        z = (self.features(obs) - self.mean) / self.std
+        return 1.0 / (1.0 + np.exp(-(z @ self.w[1:] + self.w[0])))
+
+
+def fit_rightness(pairs, cache, min_chars: int, ridge: float = 1.0, steps: int = 25) -> Rightness:
+    """Replay ``pairs`` showing nothing; label every candidate cut of every request by whether the
+    rest of what the person types starts with it (a completion at the cursor); Newton's method."""
+    import numpy as np
+
+    from specialists.tab.harness import pair_key
+    from specialists.tab.replay import Session
+
+    xs, ys = [], []
+    for pair in pairs:
+        session = Session(pair, ask_after_edit=True)
+        key = pair_key(pair)
+        while (req := session.next_request()) is not None:
+            obs = cache.get(key, req)
+            if len(obs.rows):
+                rest = session.remaining()
+                xs.append(Rightness.features(obs))
+                ys.extend(float(not s.jump and s.start == s.end == req.cursor and bool(s.text)
+                                and rest.startswith(s.text))
+                          for s in (obs.suggestion(i) for i in range(len(obs.rows))))
+            session.respond(None)
+    x, y = np.concatenate(xs), np.asarray(ys)
+    mean, std = x.mean(0), x.std(0) + 1e-6
+    z = np.concatenate([np.ones((len(x), 1)), (x - mean) / std], axis=1)
+    w = np.zeros(z.shape[1])
+    reg = ridge * np.eye(z.shape[1])
+    reg[0, 0] = 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        grad = z.T @ (p - y) + reg @ w
+        hess = (z * (p * (1 - p))[:, None]).T @ z + reg
+        w -= np.linalg.solve(hess, grad)
+    p = np.clip(1.0 / (1.0 + np.exp(-(z @ w))), 1e-9, 1 - 1e-9)
+    base = np.clip(y.mean(), 1e-9, 1 - 1e-9)
+    loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
+    base_loss = float(-(y * np.log(base) + (1 - y) * np.log(1 - base)).mean())
+    return Rightness(mean, std, w, len(y), int(y.sum()), loss, base_loss)
 
 
 if __name__ == "__main__":

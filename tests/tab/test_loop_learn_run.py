@@ -103,11 +103,21 @@ def test_long_cuts_reports_what_one_kind_would_take(toy_data: Path, tmp_path: Pa
     base = [sys.executable, str(script), str(toy_data), "--project", "toy", "--population",
             str(ROOT / "configs" / "users" / "mixed-length.yaml"), "--cache-dir", str(tmp_path / "cache"),
             "--collect-share", "0.5"]
-    done = subprocess.run(base + ["--kind", "liner", "--min-chars", "5", "--margins", "none,0"],
+    done = subprocess.run(base + ["--kind", "liner", "--min-chars", "5", "--margins", "none,0",
+                                  "--thresholds", "0.0,1.0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = [dict(part.split(" ", 1) for part in line.split(" | ")) for line in done.stdout.strip().splitlines()]
-    assert [r["rule"] for r in rows] == ["longest", "favourite", "favourite"]
+    lines = done.stdout.strip().splitlines()
+    model = next(line for line in lines if line.startswith("rightness model:"))
+    import re
+
+    fitted, right = (int(n) for n in re.search(r"on (\d+) candidates .*?, (\d+) right", model).groups())
+    assert 0 < right < fitted
+    rows = [dict(part.split(" ", 1) for part in line.split(" | ")) for line in lines if line.startswith("rule ")]
+    assert [r["rule"] for r in rows] == ["longest", "favourite", "favourite", "rightness", "rightness"]
+    # a probability always reached shows wherever the favourite-always rule does; one never reached, nothing
+    assert rows[3]["shown"] == rows[0]["shown"] or int(rows[0]["accepted"]) > 0
+    assert int(rows[4]["shown"]) == 0 and float(rows[4]["reward_per_request"]) == 0.0
     for r in rows:
         shown, accepted = int(r["shown"]), int(r["accepted"])
         assert 0 <= accepted <= shown <= int(r["requests"])
