@@ -4,7 +4,7 @@
         --population configs/users/mixed-length.yaml --kind liner --min-chars 20
 
 A diagnostic, told who is typing (no learner can be): on the project's later history (the
-edits ``loop_learn.py`` measures on, one draw of people), people of ``--kind`` are shown one
+edits ``loop_learn.py`` measures on, ``--measure-worlds`` draws of people), people of ``--kind`` are shown one
 cut of at least ``--min-chars`` characters on every request that has one, everyone else
 nothing, in two ways:
 
@@ -13,11 +13,16 @@ nothing, in two ways:
   logit is within ``margin`` of the policy's "show nothing" (each of ``--margins``; ``none``:
   always);
 * ``rightness`` — the cut a rightness model rates most likely right, where that probability
-  reaches each of ``--thresholds``. The model (a logistic regression on the cut's action
-  features) is fitted on the project's *earlier* history, every candidate of every request
-  labelled by whether the person went on to type it — labels a server can read for cuts it
-  never showed, from everyone, whatever they accept. What learning from every candidate
-  could give that kind, not what the loop does today.
+  reaches each of ``--thresholds``;
+* ``saved`` — the cut with the most characters expected saved (the model's probability times
+  its length), where that expectation reaches each of ``--saved``.
+
+The rightness model is a logistic regression on the cut's action features, its length, the
+action features times its length, and the request's state features, fitted on the project's
+*earlier* history with every candidate of every request labelled by whether the person went
+on to type it — labels a server can read for cuts it never showed, from everyone, whatever
+they accept. What learning from every candidate could give that kind, not what the loop does
+today.
 
 Per rule it prints that kind's requests, the cuts shown and accepted, the precision
 (accepted / shown), the mean reward of an accepted and of a dismissed one, and the reward
@@ -47,8 +52,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--margins", default="none,-4,-2,0",
                    help="favourite: show where its logit − the 'nothing' logit ≥ margin (none: always)")
     p.add_argument("--thresholds", default="0.1,0.2,0.3",
-                   help="rightness: show where the model's probability of right reaches each (empty: skip)")
+                   help="rightness: show where the model's probability of right reaches each")
+    p.add_argument("--saved", default="4,8,12,16",
+                   help="saved: show where the characters expected saved (probability × length) reach each")
     p.add_argument("--collect-share", type=float, default=0.7, help="as loop_learn.py: the later history follows it")
+    p.add_argument("--measure-worlds", type=int, default=1,
+                   help="as loop_learn.py: draws of people the later history is replayed with")
     p.add_argument("--reward", choices=["kept", "accept"], default="kept")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache", help="loop_learn.py's observation cache")
@@ -69,10 +78,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         raise SystemExit(f"--margins {args.margins!r}: comma-separated numbers or 'none'") from None
     try:
         thresholds = [float(t) for t in args.thresholds.split(",") if t.strip()]
+        saved = [float(t) for t in args.saved.split(",") if t.strip()]
     except ValueError:
-        raise SystemExit(f"--thresholds {args.thresholds!r}: comma-separated probabilities") from None
+        raise SystemExit(f"--thresholds {args.thresholds!r} / --saved {args.saved!r}: "
+                         "comma-separated numbers") from None
     L.ASK_AFTER_EDIT = True
-    L.MEASURE_WORLDS = 1
+    L.MEASURE_WORLDS = max(1, args.measure_worlds)
 
     import torch
 
@@ -91,7 +102,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     earlier, later = pairs[:k], pairs[k:]
     if not later:
         raise SystemExit(f"--project {args.project}: no later history to replay")
-    model = fit_rightness(earlier, cache, args.min_chars) if thresholds and earlier else None
+    model = fit_rightness(earlier, cache, args.min_chars) if (thresholds or saved) and earlier else None
 
     def decider(rule: str, margin: float | None) -> L.DecideMany:
         def decide(obs, who):
@@ -103,10 +114,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     rows = [r for r in range(len(o.rows)) if len(o.suggestion(r).text) >= args.min_chars]
                     if rows and rule == "longest":
                         pick = 1 + max(rows, key=lambda r: len(o.suggestion(r).text))
-                    elif rows and rule == "rightness":
+                    elif rows and rule in ("rightness", "saved"):
                         prob = model.prob(o)
-                        r = max(rows, key=lambda r: prob[r])
-                        if prob[r] >= margin:
+                        score = {r: prob[r] * (len(o.suggestion(r).text) if rule == "saved" else 1) for r in rows}
+                        r = max(rows, key=lambda r: score[r])
+                        if score[r] >= margin:
                             pick = r + 1
                     elif rows:
                         r = max(rows, key=lambda r: logits[b, r + 1])
@@ -119,7 +131,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     results = []
     rules = [("longest", None)] + [("favourite", m) for m in margins]
-    rules += [("rightness", t) for t in thresholds] if model is not None else []
+    rules += [("rightness", t) for t in thresholds] + [("saved", t) for t in saved] if model is not None else []
     if model is not None:
         print(f"rightness model: fitted on {model.n} candidates of the earlier history, "
               f"{model.positives} right; mean log-loss {model.loss:.4f} (a constant: {model.base_loss:.4f})", flush=True)
@@ -148,11 +160,15 @@ class Rightness:
 
     @staticmethod
     def features(obs) -> "np.ndarray":
+        """Per cut: its action features, log length, those times log length, the request's state."""
         import numpy as np
 
+        from specialists.tab.features import STATE_FEATURES, state_vector
+
         x = np.asarray(obs.actions, np.float64)
-        lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])
-        return np.concatenate([x, lens[:, None]], axis=1)
+        lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])[:, None]
+        state = np.asarray(state_vector(obs), np.float64)[: len(STATE_FEATURES)]
+        return np.concatenate([x, lens, x * lens, np.broadcast_to(state, (len(x), len(state)))], axis=1)
 
     def prob(self, obs) -> "np.ndarray":
         import numpy as np

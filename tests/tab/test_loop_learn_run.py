@@ -5,6 +5,7 @@ told who types, and every version measured on several draws of people."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,20 +105,22 @@ def test_long_cuts_reports_what_one_kind_would_take(toy_data: Path, tmp_path: Pa
             str(ROOT / "configs" / "users" / "mixed-length.yaml"), "--cache-dir", str(tmp_path / "cache"),
             "--collect-share", "0.5"]
     done = subprocess.run(base + ["--kind", "liner", "--min-chars", "5", "--margins", "none,0",
-                                  "--thresholds", "0.0,1.0"],
+                                  "--thresholds", "0.0,1.0", "--saved", "0,1e9", "--measure-worlds", "2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=540)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     model = next(line for line in lines if line.startswith("rightness model:"))
-    import re
-
     fitted, right = (int(n) for n in re.search(r"on (\d+) candidates .*?, (\d+) right", model).groups())
     assert 0 < right < fitted
     rows = [dict(part.split(" ", 1) for part in line.split(" | ")) for line in lines if line.startswith("rule ")]
-    assert [r["rule"] for r in rows] == ["longest", "favourite", "favourite", "rightness", "rightness"]
-    # a probability always reached shows wherever the favourite-always rule does; one never reached, nothing
-    assert rows[3]["shown"] == rows[0]["shown"] or int(rows[0]["accepted"]) > 0
+    assert [r["rule"] for r in rows] == ["longest", "favourite", "favourite", "rightness", "rightness",
+                                         "saved", "saved"]
+    # a bar always reached shows wherever the longest rule does; one never reached, nothing
+    for always in (rows[3], rows[5]):
+        if int(always["accepted"]) == int(rows[0]["accepted"]) == 0:  # the same requests met
+            assert always["shown"] == rows[0]["shown"]
     assert int(rows[4]["shown"]) == 0 and float(rows[4]["reward_per_request"]) == 0.0
+    assert int(rows[6]["shown"]) == 0
     for r in rows:
         shown, accepted = int(r["shown"]), int(r["accepted"])
         assert 0 <= accepted <= shown <= int(r["requests"])
