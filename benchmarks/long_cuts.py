@@ -4,9 +4,9 @@
         --population configs/users/mixed-length.yaml --kind liner --min-chars 20
 
 A diagnostic, told who is typing (no learner can be): on the project's later history (the
-edits ``loop_learn.py`` measures on, ``--measure-worlds`` draws of people), people of ``--kind`` are shown one
-cut of at least ``--min-chars`` characters on every request that has one, everyone else
-nothing, in two ways:
+edits ``loop_learn.py`` measures on, with ``--measure-worlds`` draws of people), people of
+``--kind`` are shown at most one cut of at least ``--min-chars`` characters a request,
+everyone else nothing, by each of these rules:
 
 * ``longest`` — the longest such cut;
 * ``favourite`` — the shipped policy's favourite such cut (highest logit), and only where its
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     earlier, later = pairs[:k], pairs[k:]
     if not later:
         raise SystemExit(f"--project {args.project}: no later history to replay")
-    model = fit_rightness(earlier, cache, args.min_chars) if (thresholds or saved) and earlier else None
+    model = fit_rightness(earlier, cache) if (thresholds or saved) and earlier else None
 
     def decider(rule: str, margin: float | None) -> L.DecideMany:
         def decide(obs, who):
@@ -111,12 +111,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for b, (o, kind) in enumerate(zip(obs, who)):
                 pick = 0
                 if kind == args.kind:
-                    rows = [r for r in range(len(o.rows)) if len(o.suggestion(r).text) >= args.min_chars]
+                    chars = {r: len(o.suggestion(r).text) for r in range(len(o.rows))}
+                    rows = [r for r, n in chars.items() if n >= args.min_chars]
                     if rows and rule == "longest":
-                        pick = 1 + max(rows, key=lambda r: len(o.suggestion(r).text))
+                        pick = 1 + max(rows, key=lambda r: chars[r])
                     elif rows and rule in ("rightness", "saved"):
                         prob = model.prob(o)
-                        score = {r: prob[r] * (len(o.suggestion(r).text) if rule == "saved" else 1) for r in rows}
+                        score = {r: prob[r] * (chars[r] if rule == "saved" else 1) for r in rows}
                         r = max(rows, key=lambda r: score[r])
                         if score[r] >= margin:
                             pick = r + 1
@@ -131,8 +132,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     results = []
     rules = [("longest", None)] + [("favourite", m) for m in margins]
-    rules += [("rightness", t) for t in thresholds] + [("saved", t) for t in saved] if model is not None else []
     if model is not None:
+        rules += [("rightness", t) for t in thresholds] + [("saved", t) for t in saved]
         print(f"rightness model: fitted on {model.n} candidates of the earlier history, "
               f"{model.positives} right; mean log-loss {model.loss:.4f} (a constant: {model.base_loss:.4f})", flush=True)
     for rule, margin in rules:
@@ -151,8 +152,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     return results
 
 
+def _sigmoid(z: "np.ndarray") -> "np.ndarray":
+    import numpy as np
+
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 class Rightness:
-    """P(a cut is what the person types next | its action features), a logistic regression."""
+    """P(a cut is what the person types next | :meth:`features`), a logistic regression."""
 
     def __init__(self, mean, std, w, n: int, positives: int, loss: float, base_loss: float) -> None:
         self.mean, self.std, self.w = mean, std, w
@@ -176,12 +183,14 @@ class Rightness:
         if not len(obs.rows):
             return np.zeros(0)
         z = (self.features(obs) - self.mean) / self.std
-        return 1.0 / (1.0 + np.exp(-(z @ self.w[1:] + self.w[0])))
+        return _sigmoid(z @ self.w[1:] + self.w[0])
 
 
-def fit_rightness(pairs, cache, min_chars: int, ridge: float = 1.0, steps: int = 25) -> Rightness:
+def fit_rightness(pairs, cache, ridge: float = 1.0, steps: int = 25) -> Rightness:
     """Replay ``pairs`` showing nothing; label every candidate cut of every request by whether the
-    rest of what the person types starts with it (a completion at the cursor); Newton's method."""
+    rest of what the person types starts with it (a completion at the cursor); Newton's method.
+    The label is what a server can read from the next requests' text, so it is not
+    ``Session.judge`` (which also knows the hunk's path, and so rewrites)."""
     import numpy as np
 
     from specialists.tab.harness import pair_key
@@ -207,11 +216,11 @@ def fit_rightness(pairs, cache, min_chars: int, ridge: float = 1.0, steps: int =
     reg = ridge * np.eye(z.shape[1])
     reg[0, 0] = 0.0
     for _ in range(steps):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        p = _sigmoid(z @ w)
         grad = z.T @ (p - y) + reg @ w
         hess = (z * (p * (1 - p))[:, None]).T @ z + reg
         w -= np.linalg.solve(hess, grad)
-    p = np.clip(1.0 / (1.0 + np.exp(-(z @ w))), 1e-9, 1 - 1e-9)
+    p = np.clip(_sigmoid(z @ w), 1e-9, 1 - 1e-9)
     base = np.clip(y.mean(), 1e-9, 1 - 1e-9)
     loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
     base_loss = float(-(y * np.log(base) + (1 - y) * np.log(1 - base)).mean())

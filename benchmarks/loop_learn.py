@@ -142,7 +142,6 @@ MEASURE_WORLDS = 1
 draws of people (world seeds 0, 1, ...; world 0 is the people who collect), every (world,
 edit) a unit of the per-edit figures."""
 PERSONAL = False
-EXPLORE_TO = "uniform"
 """``--personal``: the policy reads the personal features (``specialists.tab.personal``),
 kept per person (the editor session) and project as the server keeps them."""
 
@@ -347,10 +346,10 @@ def mean_nll(lm: Any, items: Sequence[tuple], batch: int = 64) -> float:
     return total / count
 
 
-def policy_decider(policy: Any, sample: bool, explore: float = 0.0) -> DecideMany:
+def policy_decider(policy: Any, sample: bool, explore: float = 0.0, explore_to: str = "uniform") -> DecideMany:
     def decide(obs: Sequence[Observation]) -> list[Decision]:
         return [Decision(a.index, a.logprob, a.version, a.value)
-                for a in policy.act_many(obs, sample=sample, explore=explore, explore_to=EXPLORE_TO)]
+                for a in policy.act_many(obs, sample=sample, explore=explore, explore_to=explore_to)]
     return decide
 
 
@@ -601,7 +600,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             log(row)
             break
         # collect on the earlier history with the deployed version, exploring
-        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True, args.explore))
+        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True, args.explore, args.explore_to))
         batch: list[Step] = []
         while len(batch) < per_turn:
             chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
@@ -793,7 +792,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS, EXPLORE_TO
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -833,8 +832,8 @@ def main(argv: list[str] | None = None) -> dict:
                    help="--explore's draws: uniform over the actions, or the cut that would save the most "
                         "if right (the policy's logit + log of its length)")
     p.add_argument("--explore", type=float, default=0.0,
-                   help="policy-gradient learners: the share of collected draws taken uniformly over the "
-                        "request's actions (TabPolicy.act_many's explore; measuring stays greedy)")
+                   help="policy-gradient learners: the share of collected draws not taken from the policy "
+                        "(--explore-to says where; TabPolicy.act_many's explore; measuring stays greedy)")
     p.add_argument("--q-ridge", type=float, default=1.0,
                    help="ppo_q: the ridge of its regression of reward (the control variate)")
     p.add_argument("--bc-projects", default="train", help="projects the always-show start is fitted on")
@@ -908,7 +907,6 @@ def main(argv: list[str] | None = None) -> dict:
     PEOPLE = max(1, args.people)
     MEASURE_WORLDS = max(1, args.measure_worlds)
     PERSONAL = args.personal
-    EXPLORE_TO = args.explore_to
     if args.population:
         from specialists.tab.users import PopulationError, load_population
 
