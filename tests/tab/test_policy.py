@@ -177,8 +177,6 @@ def test_explore_draws_what_the_policy_leaves_alone_and_logs_the_mixture() -> No
         policy.act(obs, explore=1.5)
 
     # explore_to="value": the explored share all goes to the cut that would save the most
-    import numpy as np
-
     logits = policy._head_numpy(*policy._arrays([obs]))[0][0, 1:n_act]
     lens = np.array([len(obs.suggestion(i).text) for i in range(n_act - 1)], dtype=np.float64)
     best = 1 + int(np.argmax(logits + np.log(np.maximum(lens, 1.0))))
