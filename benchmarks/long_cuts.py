@@ -17,8 +17,9 @@ everyone else nothing, by each of these rules:
 * ``saved`` — the cut with the most characters expected saved (the model's probability times
   its length), where that expectation reaches each of ``--saved``.
 
-The rightness model is a logistic regression on the cut's action features, its length, the
-action features times its length, and the request's state features, fitted on the project's
+The rightness model is ``--learner factored``'s (``specialists.tab.loop.factored``): a logistic
+regression on the cut's action features, its length, the action features times its length, and
+the request's state features, fitted on the project's
 *earlier* history with every candidate of every request labelled by whether the person went
 on to type it — labels a server can read for cuts it never showed, from everyone, whatever
 they accept. What learning from every candidate could give that kind, not what the loop does
@@ -152,48 +153,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
     return results
 
 
-def _sigmoid(z: "np.ndarray") -> "np.ndarray":
-    import numpy as np
-
-    return 1.0 / (1.0 + np.exp(-z))
-
-
 class Rightness:
-    """P(a cut is what the person types next | :meth:`features`), a logistic regression."""
+    """P(a cut is what the person types next), the factored learner's rightness model
+    (:class:`specialists.tab.loop.factored.Logistic` on
+    :func:`~specialists.tab.loop.factored.right_features`), with its fit's figures."""
 
-    def __init__(self, mean, std, w, n: int, positives: int, loss: float, base_loss: float) -> None:
-        self.mean, self.std, self.w = mean, std, w
-        self.n, self.positives, self.loss, self.base_loss = n, positives, loss, base_loss
-
-    @staticmethod
-    def features(obs) -> "np.ndarray":
-        """Per cut: its action features, log length, those times log length, the request's state."""
-        import numpy as np
-
-        from specialists.tab.features import STATE_FEATURES, state_vector
-
-        x = np.asarray(obs.actions, np.float64)
-        lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])[:, None]
-        state = np.asarray(state_vector(obs), np.float64)[: len(STATE_FEATURES)]
-        return np.concatenate([x, lens, x * lens, np.broadcast_to(state, (len(x), len(state)))], axis=1)
+    def __init__(self, model, n: int, positives: int, loss: float, base_loss: float) -> None:
+        self.model, self.n, self.positives, self.loss, self.base_loss = model, n, positives, loss, base_loss
 
     def prob(self, obs) -> "np.ndarray":
         import numpy as np
 
-        if not len(obs.rows):
-            return np.zeros(0)
-        z = (self.features(obs) - self.mean) / self.std
-        return _sigmoid(z @ self.w[1:] + self.w[0])
+        from specialists.tab.loop.factored import right_features
+
+        return self.model.prob(right_features(obs)) if len(obs.rows) else np.zeros(0)
 
 
-def fit_rightness(pairs, cache, ridge: float = 1.0, steps: int = 25) -> Rightness:
+def fit_rightness(pairs, cache) -> Rightness:
     """Replay ``pairs`` showing nothing; label every candidate cut of every request by whether the
-    rest of what the person types starts with it (a completion at the cursor); Newton's method.
-    The label is what a server can read from the next requests' text, so it is not
-    ``Session.judge`` (which also knows the hunk's path, and so rewrites)."""
+    person typed it next (:func:`~specialists.tab.loop.factored.typed_next`, what a server can
+    read from the next requests' text; not ``Session.judge``, which also knows the hunk's path,
+    and so rewrites)."""
     import numpy as np
 
     from specialists.tab.harness import pair_key
+    from specialists.tab.loop.factored import Logistic, right_features, typed_next
     from specialists.tab.replay import Session
 
     xs, ys = [], []
@@ -203,28 +187,16 @@ def fit_rightness(pairs, cache, ridge: float = 1.0, steps: int = 25) -> Rightnes
         while (req := session.next_request()) is not None:
             obs = cache.get(key, req)
             if len(obs.rows):
-                rest = session.remaining()
-                xs.append(Rightness.features(obs))
-                ys.extend(float(not s.jump and s.start == s.end == req.cursor and bool(s.text)
-                                and rest.startswith(s.text))
-                          for s in (obs.suggestion(i) for i in range(len(obs.rows))))
+                xs.append(right_features(obs))
+                ys.extend(typed_next(obs, session.remaining(), req.cursor))
             session.respond(None)
-    x, y = np.concatenate(xs), np.asarray(ys)
-    mean, std = x.mean(0), x.std(0) + 1e-6
-    z = np.concatenate([np.ones((len(x), 1)), (x - mean) / std], axis=1)
-    w = np.zeros(z.shape[1])
-    reg = ridge * np.eye(z.shape[1])
-    reg[0, 0] = 0.0
-    for _ in range(steps):
-        p = _sigmoid(z @ w)
-        grad = z.T @ (p - y) + reg @ w
-        hess = (z * (p * (1 - p))[:, None]).T @ z + reg
-        w -= np.linalg.solve(hess, grad)
-    p = np.clip(_sigmoid(z @ w), 1e-9, 1 - 1e-9)
+    x, y = np.concatenate(xs), np.asarray(ys, np.float64)
+    model = Logistic(x.shape[1]).fit(x, y, steps=25)
+    p = np.clip(model.prob(x), 1e-9, 1 - 1e-9)
     base = np.clip(y.mean(), 1e-9, 1 - 1e-9)
     loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
     base_loss = float(-(y * np.log(base) + (1 - y) * np.log(1 - base)).mean())
-    return Rightness(mean, std, w, len(y), int(y.sum()), loss, base_loss)
+    return Rightness(model, len(y), int(y.sum()), loss, base_loss)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class Decision:
 DecideMany = Callable[[Sequence[Observation]], list[Decision]]
 
 
-LEARNERS = ("ppo", "ppo_stale", "ppo_q", "bandit")
+LEARNERS = ("ppo", "ppo_stale", "ppo_q", "bandit", "factored")
 """``--learner``'s names (see its help)."""
 STARTS = ("shipped", "always_show")
 """``--start``'s names."""
@@ -163,7 +163,8 @@ def measure_rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: Deci
     ``pair`` is its (world, edit) unit, ``world * len(pairs) + edit``."""
     steps: list[Step] = []
     for w in range(MEASURE_WORLDS if POPULATION is not None else 1):
-        part = rollout(pairs, cache, decide, reward, world=new_world(w), tracker=new_tracker(), totals=totals)
+        part = rollout(pairs, cache, decide, reward, world=new_world(w), tracker=new_tracker(), totals=totals,
+                       tastes=new_tastes() if getattr(decide, "by_session", False) else None)
         for step in part:
             step.pair += w * len(pairs)
         steps += part
@@ -174,6 +175,14 @@ def new_tracker() -> Any:
     from specialists.tab.personal import Tracker
 
     return Tracker() if PERSONAL else None
+
+
+def new_tastes() -> Any:
+    """The per-session record of right cuts shown and taken (``--learner factored``), kept
+    only where the policy is personal (``--personal``), as :func:`new_tracker`."""
+    from specialists.tab.loop.factored import Tastes
+
+    return Tastes() if PERSONAL else None
 
 
 def person_id(key: str) -> int:
@@ -202,7 +211,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
             prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
             typed: bool = False, world: Any = None, tracker: Any = None,
-            totals: Totals | None = None) -> list[Step]:
+            totals: Totals | None = None, labels: bool = False, tastes: Any = None) -> list[Step]:
     """Replay ``pairs`` in lockstep (one batched decision per round), each for its first
     ``MAX_PER_PAIR`` requests; ``limit``: stop once that many steps are taken (the last
     round may overshoot; the caller cuts). ``world``: its people type the edits (None: a
@@ -215,7 +224,15 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     For an LM that learns (``--lm``): ``prompt_of`` (:meth:`TabLM._prompt`) keeps the LM's
     prompt at every step it can learn from — its own line shown, or (``typed``) a
     suggestion not accepted where the user went on to type something on the line, which
-    ``Step.typed`` then holds (the rest of the line the person typed next)."""
+    ``Step.typed`` then holds (the rest of the line the person typed next).
+
+    ``labels`` (``--learner factored``): each step's ``right`` holds, per cut, whether the
+    person typed it next (:func:`specialists.tab.loop.factored.typed_next`). A decider that
+    reads who asks (``by_session``, :func:`factored_decider`) gets each request's person and
+    ``tastes`` (a :class:`~specialists.tab.loop.factored.Tastes`, or None), which records
+    each right cut shown and whether it was accepted."""
+    from specialists.tab.loop.factored import typed_next
+
     if world is None:
         world = new_world()
     ids = [person_id(pair_key(p)) for p in pairs]
@@ -258,13 +275,19 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                                                               clocks[ids[i]], req.cursor))
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
             decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
+        elif getattr(decide, "by_session", False):  # the server's own per-session record
+            decided = decide(obs, [str(ids[i]) for i in active], tastes)  # type: ignore[call-arg]
         else:
             decided = decide(obs)
         for i, req, o, d in zip(active, reqs, obs, decided):
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
+            right = typed_next(o, session.remaining(), req.cursor) if labels or tastes is not None else None
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
+            step.right = right  # type: ignore[attr-defined]
+            if tastes is not None and sug is not None and step.outcome.shown and right[d.index - 1]:
+                tastes.record(str(ids[i]), len(sug.text), step.outcome.accepted)
             step.person = kind_of(session)  # type: ignore[attr-defined]
             if tracker is not None and step.outcome.shown and sug is not None:
                 tracker.outcome(str(ids[i]), session.pair.repo, step.outcome.accepted, len(sug.text),
@@ -360,6 +383,15 @@ def kind_decider(base: DecideMany, silent: str) -> DecideMany:
     def decide(obs: Sequence[Observation], kinds: Sequence[str]) -> list[Decision]:
         return [Decision(0) if kind == silent else d for d, kind in zip(base(obs), kinds)]
     decide.by_kind = True  # type: ignore[attr-defined]
+    return decide  # type: ignore[return-value]
+
+
+def factored_decider(model: Any, explore: bool) -> DecideMany:
+    """``--learner factored``'s choices; it reads each request's person and the server's
+    per-session record (``rollout``'s ``tastes``; None: global)."""
+    def decide(obs: Sequence[Observation], sessions: Sequence[str], tastes: Any) -> list[Decision]:
+        return [Decision(i) for i in model.choose_many(obs, explore, sessions, tastes)]
+    decide.by_session = True  # type: ignore[attr-defined]
     return decide  # type: ignore[return-value]
 
 
@@ -555,6 +587,9 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     # ppo_q: the regression of reward on the same features, every event so far (the control variate)
     q_model = LinUCB.like(policy, alpha=0.0, ridge=args.q_ridge, reward_none=reward.none) \
         if learner == "ppo_q" else None
+    from specialists.tab.loop.factored import FactoredCuts
+
+    factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, seed=seed) if learner == "factored" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -565,6 +600,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         random.Random(f"{seed}:collect").shuffle(order)
     cursor = 0
     world, tracker = new_world(), new_tracker()  # the people who collect, and the server's record of them
+    tastes = new_tastes() if factored is not None else None
     kept: list[list[Sample]] = []  # the last turns' samples (ppo_stale)
     rows: list[dict] = []
     events_so_far = 0
@@ -573,7 +609,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         # the LM's weights of this version: the shipped ones (turn 0, or frozen) are in the
         # shared cache; a trained version's observations are computed afresh
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
-        greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else policy_decider(policy, False)
+        greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else \
+            factored_decider(factored, False) if factored is not None and turn > 0 else policy_decider(policy, False)
         totals = Totals()
         measured = measure_rollout(measure_pairs, here, greedy, reward, totals)
         edits = per_edit(measured)
@@ -600,13 +637,16 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             log(row)
             break
         # collect on the earlier history with the deployed version, exploring
-        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else policy_decider(policy, True, args.explore, args.explore_to))
+        explore = (bandit_decider(bandit, True) if bandit is not None and turn > 0 else
+                   factored_decider(factored, True) if factored is not None and turn > 0 else
+                   policy_decider(policy, True, args.explore, args.explore_to))
         batch: list[Step] = []
         while len(batch) < per_turn:
             chunk = [order[(cursor + i) % len(order)] for i in range(args.batch_sessions)]
             cursor += args.batch_sessions
             batch += rollout(chunk, here, explore, reward, limit=per_turn - len(batch),
-                             prompt_of=prompt_of, typed=lm_variant == "pg_sft", world=world, tracker=tracker)
+                             prompt_of=prompt_of, typed=lm_variant == "pg_sft", world=world, tracker=tracker,
+                             labels=factored is not None, tastes=tastes)
         batch = batch[:per_turn]
         events_so_far += len(batch)
         col = measure(batch)
@@ -614,6 +654,10 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
                     "collect_show": round(col["show_rate"], 4), "collect_accept": round(col["accept_rate"], 4)})
         if bandit is not None:
             bandit.update([(s.obs, s.index, s.outcome.reward) for s in batch])
+        elif factored is not None:
+            stats = factored.update([(s.obs, s.right, s.index, s.outcome.accepted, s.outcome.chars_kept)
+                                     for s in batch])
+            row.update({k: round(v, 5) for k, v in stats.items()})
         else:
             from specialists.tab.policy import Action
 
@@ -641,7 +685,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         rows.append(row)
         log(row)
     held = sum(1 for r in rows if not r.get("gate", {"passed": True})["passed"])
-    assert policy.version - version0 == (0 if bandit is not None else args.turns - held)
+    assert policy.version - version0 == (0 if bandit is not None or factored is not None else args.turns - held)
     if lm_learner is not None:
         cache.lm.model.load_state_dict(lm_start)  # the shared cache's LM again
         cache.lm.weights_changed()
@@ -816,7 +860,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--learner", default="ppo,bandit,ppo_stale",
                    help="comma-separated: ppo (on-policy PPO-clip), ppo_stale (also the last "
                         "--max-staleness versions' events, importance-weighted), ppo_q (PPO with a "
-                        "ridge reward model as control variate), bandit (LinUCB on the same features)")
+                        "ridge reward model as control variate), bandit (LinUCB on the same features), "
+                        "factored (P(right) from every cut's typed-next label × P(taken | right, length, "
+                        "personal history) by Thompson sampling: specialists.tab.loop.factored)")
     p.add_argument("--epochs", type=int, default=4, help="PPO epochs over a turn's events")
     p.add_argument("--minibatches", type=int, default=4, help="PPO minibatches per epoch")
     p.add_argument("--clip", type=float, default=0.2, help="PPO's probability-ratio clip")
@@ -828,6 +874,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
     p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--taste-prior", type=float, default=2.0,
+                   help="factored: pseudo-counts of a session's taken share at the share over everyone")
     p.add_argument("--explore-to", choices=["uniform", "value"], default="uniform",
                    help="--explore's draws: uniform over the actions, or the cut that would save the most "
                         "if right (the policy's logit + log of its length)")

@@ -1,0 +1,295 @@
+"""A learner that splits "will this suggestion be accepted?" in two (issue 35, personalisation).
+
+The policy gradient learns only from what it showed: a person who takes only long suggestions,
+which are seldom right, is never shown the long cuts that would serve them, so the loop never
+learns that they would. But whether a cut is *right* — what the person goes on to type — the
+server reads for every candidate of every request, shown or not, from everyone, whatever they
+accept. So :class:`FactoredCuts` estimates
+
+    P(accepted) = P(right | the cut, the request)  ×  P(taken | right, its length, this person)
+
+* **rightness** (:class:`Logistic` on :func:`right_features`): the cut's action features, its
+  log length, the two multiplied, and the request's state; every candidate of every logged
+  request labelled by whether the person typed it next (:func:`typed_next`: a completion at
+  the cursor that the rest of what they typed starts with). Plenty of labels from the first
+  turn on.
+* **taken**: per editor session and length band (:data:`BANDS`), a Beta posterior of the share
+  of *right* cuts shown that were accepted (:class:`Tastes`, the server's record, like
+  :class:`~specialists.tab.personal.Tracker`), its prior the share over every session
+  (``prior`` pseudo-counts). Few labels, so it explores by Thompson sampling: a person whose
+  taste for long cuts nobody has seen gets some shown while the posterior is wide, and one who
+  dismissed a few right ones is shown fewer of that band.
+
+Each request shows the cut of highest expected reward, ``q·gain(len) + (1 − q)·dismiss`` with
+``q`` the product above and ``gain`` the reward of an accepted cut (for the kept reward,
+``per_char`` × its length × the share of accepted characters kept so far), where that beats
+showing nothing. Without a per-session record (``tastes=None``) the taken share is the one
+over everyone: the same learner, global.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from specialists.tab.features import STATE_FEATURES, Observation, state_vector
+
+__all__ = ["Logistic", "FactoredCuts", "Tastes", "BANDS", "band", "right_features", "typed_next"]
+
+BANDS = (8, 16, 32)
+"""Length bands' edges (characters): a cut of fewer than 8, 8–15, 16–31, or 32 and more."""
+
+
+def band(chars: int) -> int:
+    """The length band (index) of a cut of ``chars`` characters."""
+    return bisect_right(BANDS, chars)
+
+
+def _sigmoid(z: Any) -> Any:
+    import numpy as np
+
+    return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
+
+
+def right_features(obs: Observation) -> Any:
+    """Per cut (action row): its action features, log length, the two multiplied, and the
+    request's state (static and dynamic; not the personal history)."""
+    import numpy as np
+
+    x = np.asarray(obs.actions, np.float64)
+    lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])[:, None]
+    state = np.asarray(state_vector(obs), np.float64)[: len(STATE_FEATURES)]
+    return np.concatenate([x, lens, x * lens, np.broadcast_to(state, (len(x), len(state)))], axis=1)
+
+
+def typed_next(obs: Observation, rest: str, cursor: int) -> list[bool]:
+    """Which of ``obs``'s cuts the person typed next: a completion at ``cursor`` that ``rest``
+    (what they went on to type there) starts with — what a server reads from the next
+    requests' text, for cuts it never showed as well as for the one it did."""
+    out = []
+    for i in range(len(obs.rows)):
+        s = obs.suggestion(i)
+        out.append(bool(s.text) and not s.jump and s.start == s.end == cursor and rest.startswith(s.text))
+    return out
+
+
+class Logistic:
+    """L2-regularised logistic regression (Newton's method, warm-started) on standardised inputs."""
+
+    def __init__(self, dim: int, ridge: float = 1.0) -> None:
+        import numpy as np
+
+        self.dim, self.ridge = dim, ridge
+        self.mean = np.zeros(dim)
+        self.std = np.ones(dim)
+        self.w = np.zeros(dim + 1)
+        self.n = 0
+
+    def fit(self, x: Any, y: Any, steps: int = 8, tol: float = 1e-6) -> "Logistic":
+        """Newton's method from the last fit's weights, each step halved until the penalised
+        loss falls. An input constant in ``x`` is left unscaled (its weight stays 0), so a
+        later value of it does not blow up through a vanishing spread."""
+        import numpy as np
+
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim or len(x) != len(y):
+            raise ValueError(f"Logistic.fit: want ({len(y)}, {self.dim}) inputs, got {x.shape}")
+        self.n = len(y)
+        if not len(y):
+            return self
+        old_mean, old_std = self.mean, self.std
+        self.mean = x.mean(0)
+        spread = x.std(0)
+        self.std = np.where(spread > 1e-6, spread, 1.0)
+        # the warm start keeps its function while the scaling moves
+        shift = float(self.w[1:] @ ((self.mean - old_mean) / old_std))
+        self.w = np.concatenate([[self.w[0] + shift], self.w[1:] * self.std / old_std])
+        z = np.concatenate([np.ones((len(x), 1)), (x - self.mean) / self.std], axis=1)
+        reg = self.ridge * np.eye(z.shape[1])
+        reg[0, 0] = 1e-4
+
+        def loss(w: Any) -> float:
+            m = z @ w
+            return float(np.logaddexp(0.0, m).sum() - y @ m + 0.5 * w @ reg @ w)
+
+        now = loss(self.w)
+        if not np.isfinite(now):
+            self.w = np.zeros_like(self.w)
+            now = loss(self.w)
+        for _ in range(steps):
+            p = _sigmoid(z @ self.w)
+            grad = z.T @ (p - y) + reg @ self.w
+            hess = (z * (p * (1 - p))[:, None]).T @ z + reg
+            step = np.linalg.solve(hess, grad)
+            for _ in range(20):
+                after = loss(self.w - step)
+                if after <= now:
+                    break
+                step = step / 2
+            else:
+                break
+            self.w, now = self.w - step, after
+            if float(np.abs(step).max()) < tol:
+                break
+        return self
+
+    def prob(self, x: Any) -> Any:
+        import numpy as np
+
+        x = np.asarray(x, np.float64)
+        return _sigmoid(((x - self.mean) / self.std) @ self.w[1:] + self.w[0])
+
+
+@dataclass
+class Tastes:
+    """Per editor session, the right cuts shown and how many were accepted, by length band
+    (:data:`BANDS`): what this server showed and what came of it, kept as
+    :class:`~specialists.tab.personal.Tracker` keeps its history (least recently used dropped
+    beyond ``max_keys``)."""
+
+    max_keys: int = 10_000
+    counts: "OrderedDict[str, list[list[float]]]" = field(default_factory=OrderedDict)
+
+    def record(self, session: str, chars: int, accepted: bool) -> None:
+        """A right cut of ``chars`` characters shown to ``session``: ``accepted`` or not."""
+        c = self.counts.get(session)
+        if c is None:
+            c = self.counts[session] = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
+            while len(self.counts) > self.max_keys:
+                self.counts.popitem(last=False)
+        else:
+            self.counts.move_to_end(session)
+        c[band(chars)][0 if accepted else 1] += 1.0
+
+    def of(self, session: str) -> list[list[float]]:
+        """[accepted, dismissed] per band for ``session`` (zeros for one never seen)."""
+        return self.counts.get(session) or [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
+
+
+@dataclass
+class FactoredCuts:
+    """P(right) × P(taken | right) over the policy's own cuts; see the module docstring.
+
+    ``per_char`` / ``accept``: the reward of an accepted cut (``per_char`` × kept characters
+    when it is > 0, else ``accept``); ``dismiss``: of a dismissed one; ``none``: of showing
+    nothing. ``prior``: the pseudo-counts a session's taken share starts from (the share over
+    everyone). ``max_rows``: the rightness model learns from the latest this many candidates."""
+
+    per_char: float = 0.1
+    accept: float = 0.75
+    dismiss: float = -0.25
+    none: float = 0.0
+    ridge: float = 1.0
+    prior: float = 2.0
+    max_rows: int = 300_000
+    seed: int = 0
+    right: Logistic = field(init=False)
+    fitted: bool = field(init=False, default=False)
+    pooled: list = field(init=False)
+    """[accepted, dismissed] per band over every session: the right cuts shown."""
+
+    def __post_init__(self) -> None:
+        import numpy as np
+
+        self.right = Logistic(0, self.ridge)  # sized at the first update (the action features' count)
+        self.pooled = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
+        self._rx: list[Any] = []
+        self._ry: list[Any] = []
+        self._kept = 0.0
+        self._accepted_chars = 0.0
+        self._rng = np.random.default_rng(self.seed)
+
+    @classmethod
+    def for_reward(cls, reward: Any, **kw: Any) -> "FactoredCuts":
+        """One for ``reward``: a :class:`~specialists.tab.rewards.KeptReward` or a
+        :class:`~specialists.tab.replay.RewardConfig`."""
+        if hasattr(reward, "dismiss"):
+            return cls(per_char=reward.per_char, dismiss=reward.dismiss, none=reward.none, **kw)
+        return cls(per_char=0.0, accept=reward.accept, dismiss=reward.reject, none=reward.none, **kw)
+
+    @property
+    def kept_share(self) -> float:
+        """Accepted characters kept, over the characters of accepted cuts (1 before any)."""
+        return (self._kept + 1.0) / (self._accepted_chars + 1.0)
+
+    def update(self, events: Sequence[tuple[Observation, Sequence[bool], int, bool, int]]) -> dict[str, float]:
+        """Learn from logged events, each (observation, typed-next label per cut, shown index
+        — 0 nothing, ``i + 1`` row ``i`` —, accepted, characters kept); refit the rightness
+        model and add the shown right cuts to the share over everyone."""
+        import numpy as np
+
+        for obs, labels, index, accepted, kept in events:
+            if not len(obs.rows):
+                continue
+            if len(labels) != len(obs.rows):
+                raise ValueError(f"FactoredCuts.update: {len(labels)} labels for {len(obs.rows)} cuts")
+            self._rx.append(right_features(obs))
+            self._ry.append(np.asarray(labels, np.float64))
+            if index > 0:
+                chars = len(obs.suggestion(index - 1).text)
+                if accepted:
+                    self._kept += kept
+                    self._accepted_chars += chars
+                if labels[index - 1]:
+                    self.pooled[band(chars)][0 if accepted else 1] += 1.0
+        if not self._rx:
+            raise ValueError("FactoredCuts.update: no event with a cut to learn from")
+        rx, ry = np.concatenate(self._rx), np.concatenate(self._ry)
+        if len(ry) > self.max_rows:  # keep the latest
+            rx, ry = rx[-self.max_rows:], ry[-self.max_rows:]
+        self._rx, self._ry = [rx], [ry]
+        if self.right.dim != rx.shape[1]:
+            self.right = Logistic(rx.shape[1], self.ridge)
+        self.right.fit(rx, ry)
+        self.fitted = True
+        return {"right_rows": float(len(ry)), "right_share": float(ry.mean()),
+                "taken_rows": float(sum(a + d for a, d in self.pooled)),
+                **{f"taken_band{b}": round(self._share(*self.pooled[b]), 4) for b in range(len(self.pooled))},
+                "kept_share": self.kept_share}
+
+    @staticmethod
+    def _share(accepted: float, dismissed: float) -> float:
+        return (accepted + 1.0) / (accepted + dismissed + 2.0)
+
+    def taken(self, mine: Sequence[Sequence[float]] | None, explore: bool) -> Any:
+        """P(taken | right) per band for a session with counts ``mine`` ([accepted, dismissed]
+        per band; None: the share over everyone): the posterior mean, or (``explore``) a draw."""
+        import numpy as np
+
+        out = np.empty(len(self.pooled))
+        for b, (acc, dis) in enumerate(self.pooled):
+            share = self._share(acc, dis)
+            if mine is None:  # global: the pooled posterior itself
+                a, d = acc + 1.0, dis + 1.0
+            else:
+                a, d = self.prior * share + mine[b][0], self.prior * (1 - share) + mine[b][1]
+            out[b] = self._rng.beta(a, d) if explore else a / (a + d)
+        return out
+
+    def expected(self, obs: Observation, taken: Any) -> Any:
+        """Each cut's expected reward if shown (a (rows,) array), ``taken`` per band (:meth:`taken`)."""
+        import numpy as np
+
+        if not len(obs.rows):
+            return np.zeros(0)
+        chars = np.array([len(obs.suggestion(i).text) for i in range(len(obs.rows))])
+        q = self.right.prob(right_features(obs)) * np.asarray(taken)[[band(int(n)) for n in chars]]
+        gain = self.per_char * self.kept_share * chars if self.per_char > 0 else np.full(len(chars), self.accept)
+        return q * gain + (1 - q) * self.dismiss
+
+    def choose_many(self, obs: Sequence[Observation], explore: bool,
+                    sessions: Sequence[str] | None = None, tastes: Tastes | None = None) -> list[int]:
+        """0 (show nothing) or ``i + 1`` (row ``i``) per request; ``sessions`` and ``tastes``:
+        each request's editor session and the per-session record (None: global);
+        ``explore``: a Thompson draw of the taken shares per request."""
+        if not self.fitted:
+            raise RuntimeError("FactoredCuts.choose_many before any update")
+        out = []
+        for j, o in enumerate(obs):
+            mine = tastes.of(sessions[j]) if tastes is not None and sessions is not None else None
+            value = self.expected(o, self.taken(mine, explore))
+            best = int(value.argmax()) if len(value) else -1
+            out.append(best + 1 if best >= 0 and value[best] > self.none else 0)
+        return out

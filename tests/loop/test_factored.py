@@ -1,0 +1,107 @@
+"""The factored learner (issue 35, line 2): P(right) from every cut's typed-next label, times a
+per-session, per-length taken share learnt by Thompson sampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specialists.tab.context_copy import Candidate
+from specialists.tab.features import ACTION_FEATURES, DYNAMIC_FEATURES, STATIC_STATE, Observation
+from specialists.tab.loop.factored import BANDS, FactoredCuts, Logistic, Tastes, band, typed_next
+from specialists.tab.rewards import KeptReward
+
+TEXT = "return compute_total(items, tax)"  # 32 characters: a short cut (6) and a long one (32)
+CURSOR = 10
+
+
+def _obs(signal: float) -> Observation:
+    """One candidate cut twice, short and long; action feature 0 carries ``signal``, which says
+    (in :func:`_events`) whether both cuts are right."""
+    actions = np.zeros((2, len(ACTION_FEATURES)), np.float32)
+    actions[:, 0] = signal
+    cand = Candidate(text=TEXT, source="file", start=CURSOR, end=CURSOR)
+    return Observation(static=np.zeros(len(STATIC_STATE), np.float32), hidden=np.zeros(0, np.float32),
+                       actions=actions, rows=np.array([[0, 6], [0, len(TEXT)]], np.int32),
+                       candidates=[cand], cursor=CURSOR, dynamic=np.zeros(len(DYNAMIC_FEATURES), np.float32))
+
+
+def _events(n: int, seed: int = 0) -> list[tuple]:
+    """Requests where the cuts are right exactly when the signal is 1, nothing shown."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        s = float(rng.random() < 0.3)
+        out.append((_obs(s), [bool(s), bool(s)], 0, False, 0))
+    return out
+
+
+def test_typed_next_reads_which_cuts_the_person_went_on_to_type() -> None:
+    obs = _obs(1.0)
+    assert typed_next(obs, TEXT + "\n", CURSOR) == [True, True]
+    assert typed_next(obs, "return compute_sum(x)", CURSOR) == [True, False]
+    assert typed_next(obs, TEXT, CURSOR + 1) == [False, False]  # not at the cursor asked about
+
+
+def test_logistic_finds_the_signal_and_survives_an_input_that_was_constant() -> None:
+    rng = np.random.default_rng(1)
+    x = np.zeros((2000, 3))
+    x[:, 0] = rng.normal(size=2000)
+    y = (rng.random(2000) < 1 / (1 + np.exp(-3 * x[:, 0]))).astype(float)
+    m = Logistic(3).fit(x, y)
+    assert m.prob(np.array([[2.0, 0, 0]]))[0] > 0.9 and m.prob(np.array([[-2.0, 0, 0]]))[0] < 0.1
+    # input 1 was constant: a later value of it changes nothing (no blow-up through its spread)
+    assert m.prob(np.array([[0.0, 50.0, 0]]))[0] == pytest.approx(m.prob(np.array([[0.0, 0, 0]]))[0])
+    x[:, 1] = rng.normal(size=2000)  # refit warm with it varying: still finite and still right
+    m.fit(x, y)
+    assert np.isfinite(m.w).all() and m.prob(np.array([[2.0, 0, 0]]))[0] > 0.9
+    with pytest.raises(ValueError, match="inputs"):
+        m.fit(np.zeros((4, 2)), np.zeros(4))
+
+
+def test_tastes_count_right_cuts_by_band_per_session_and_forget_the_oldest() -> None:
+    assert [band(n) for n in (0, 7, 8, 15, 16, 31, 32, 500)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    t = Tastes(max_keys=2)
+    t.record("a", 5, True)
+    t.record("a", 40, False)
+    t.record("a", 40, False)
+    assert t.of("a")[0] == [1.0, 0.0] and t.of("a")[3] == [0.0, 2.0]
+    t.record("b", 5, True)
+    t.record("c", 5, True)  # a third session: the least recently used ("a") goes
+    assert t.of("a") == [[0.0, 0.0]] * (len(BANDS) + 1)
+
+
+def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_right() -> None:
+    model = FactoredCuts.for_reward(KeptReward(), seed=0)
+    with pytest.raises(RuntimeError):
+        model.choose_many([_obs(1.0)], explore=False)
+    stats = model.update(_events(400))
+    assert stats["right_rows"] == 800 and 0.2 < stats["right_share"] < 0.4
+    tastes = Tastes()
+    for _ in range(6):  # "brief" takes right short cuts and dismisses right long ones; "liner" the opposite
+        tastes.record("brief", 6, True)
+        tastes.record("brief", len(TEXT), False)
+        tastes.record("liner", 6, False)
+        tastes.record("liner", len(TEXT), True)
+    asks = [_obs(1.0), _obs(1.0), _obs(0.0)]
+    assert model.choose_many(asks, False, ["brief", "liner", "liner"], tastes) == [1, 2, 0]
+    # global (no per-session record): one choice for everyone, the same for both right requests
+    glob = model.choose_many(asks, False)
+    assert glob[0] == glob[1] and glob[2] == 0
+
+
+def test_a_session_nobody_has_seen_is_explored_and_greedy_is_fixed() -> None:
+    model = FactoredCuts.for_reward(KeptReward(), seed=3)
+    model.update(_events(400))
+    tastes = Tastes()
+    greedy = {tuple(model.choose_many([_obs(1.0)], False, ["new"], tastes)) for _ in range(20)}
+    assert len(greedy) == 1
+    drawn = {model.choose_many([_obs(1.0)], True, ["new"], tastes)[0] for _ in range(200)}
+    assert {1, 2} <= drawn  # the draws try both lengths on a session with no record
+    draws = np.array([model.taken(None, True) for _ in range(50)])
+    assert ((draws > 0) & (draws < 1)).all() and draws.std(0).min() > 0
+
+
+def test_update_refuses_labels_that_do_not_match_the_cuts() -> None:
+    with pytest.raises(ValueError, match="labels"):
+        FactoredCuts().update([(_obs(1.0), [True], 0, False, 0)])
