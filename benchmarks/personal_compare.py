@@ -6,8 +6,9 @@
 Reads two ``benchmarks/loop_learn.py`` outputs measured on the same population, project and
 people (a mixed population, ``--population configs/users/mixed.yaml``): one run with
 ``--personal`` (the policy reads the server's per-session history), one with
-``--no-personal``. The *best single global policy* is the best version of the global run —
-every turn of every seed, the frozen start included — by reward per request over everyone
+``--no-personal`` (or several, e.g. one per learner). The *best single global policy* is the
+best version of the global runs — every turn of every seed of every run given, the frozen
+start included — by reward per request over everyone
 (picked on the measured history itself: a choice that favours the global side). Each
 personalised run's last version is set against it per kind of person (the population's
 ``type``): reward per request of that kind's requests, with its SE taking the *edit* as the
@@ -97,22 +98,28 @@ def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], sp
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("personal", help="loop_learn.py --personal output (JSON)")
-    p.add_argument("global_", metavar="global", help="loop_learn.py --no-personal output (JSON)")
+    p.add_argument("global_", metavar="global", nargs="+",
+                   help="loop_learn.py --no-personal output(s) (JSON): with several (e.g. each learner's), "
+                        "the best global version is the best of all of them")
     p.add_argument("--splits", type=int, default=20,
                    help="random halvings of the measured edits for the cross-fitted comparison "
                         "(best global chosen on one half, judged on the other; default 20; 0: off)")
     args = p.parse_args(argv)
     if args.splits < 0:
         p.error("--splits must be 0 (off) or more")
-    pers, glob = (json.loads(Path(f).read_text()) for f in (args.personal, args.global_))
-    for name, run in (("personal", pers), ("global", glob)):
+    pers = json.loads(Path(args.personal).read_text())
+    globs = [json.loads(Path(f).read_text()) for f in args.global_]
+    for name, run in [("personal", pers)] + [(f"global {f}", g) for f, g in zip(args.global_, globs)]:
         if not versions(run["rows"]):
             raise SystemExit(f"{name}: no per-person figures (run loop_learn.py with --population)")
     same = ("population", "project", "people", "reward", "ask_after_edit", "measure_pairs", "measure_worlds")
     absent = {"measure_worlds": 1}  # runs from before the option measured one draw of people
-    diff = [k for k in same if pers["args"].get(k, absent.get(k)) != glob["args"].get(k, absent.get(k))]
-    if diff:
-        raise SystemExit(f"the two runs differ in {', '.join(diff)}: compare runs of the same world")
+    for f, glob in zip(args.global_, globs):
+        diff = [k for k in same if pers["args"].get(k, absent.get(k)) != glob["args"].get(k, absent.get(k))]
+        if diff:
+            raise SystemExit(f"{f} and the personalised run differ in {', '.join(diff)}: "
+                             "compare runs of the same world")
+    glob = {"rows": [r for g in globs for r in versions(g["rows"])]}
     best = max(versions(glob["rows"]), key=lambda r: r["reward"])
     lasts: dict[int, dict] = {}
     for r in versions(pers["rows"]):
@@ -131,11 +138,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     start = next(r for r in versions(glob["rows"]) if r["turn"] == 0)
     lines.append(line("frozen shipped checkpoint (turn 0)", start))
-    lines.append(line(f"best global: seed {best['seed']}, turn {best['turn']}", best))
-    out: dict = {"best_global": {"seed": best["seed"], "turn": best["turn"], "reward": best["reward"],
+    lines.append(line(f"best global: {best.get('learner', '')} seed {best['seed']}, turn {best['turn']}", best))
+    out: dict = {"best_global": {"learner": best.get("learner", ""), "seed": best["seed"], "turn": best["turn"],
+                                 "reward": best["reward"],
                                  "per_person": best["per_person"]}, "personal": {}}
     for seed, r in sorted(lasts.items()):
-        lines.append(line(f"personalised: seed {seed}, turn {r['turn']}", r))
+        lines.append(line(f"personalised: {r.get('learner', '')} seed {seed}, turn {r['turn']}", r))
         per = {}
         for k in kinds:
             a, b = r["per_person"][k], best["per_person"][k]

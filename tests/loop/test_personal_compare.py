@@ -89,3 +89,26 @@ def test_runs_measured_on_different_draws_of_people_are_refused(tmp_path: Path) 
     done = subprocess.run([sys.executable, str(SCRIPT), files[1], str(same)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_with_several_global_runs_the_best_is_the_best_of_all_of_them(tmp_path: Path) -> None:
+    edits = [str(i) for i in range(8)]
+    personal = [_row(0, 4, {e: [2.0, 10] for e in edits})]
+    files = [tmp_path / "personal.json"]
+    files[0].write_text(json.dumps({"args": ARGS, "rows": personal}))
+    for name, value in (("ppo", 1.0), ("factored", 3.0)):  # the second learner's global version is better
+        rows = [{**_row(0, t, {e: [value if t else 0.0, 10] for e in edits}), "learner": name} for t in range(2)]
+        f = tmp_path / f"global_{name}.json"
+        f.write_text(json.dumps({"args": ARGS, "rows": rows}))
+        files.append(f)
+    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), "--splits", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["best_global"]["learner"] == "factored" and out["best_global"]["reward"] == 0.3
+    assert out["personal"]["seed0"]["a"]["diff"] == -0.1
+    bad = tmp_path / "other_world.json"
+    bad.write_text(json.dumps({"args": {**ARGS, "project": "attrs"}, "rows": personal}))
+    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), str(bad)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "other_world.json" in done.stderr and "project" in done.stderr
