@@ -388,7 +388,11 @@ def kind_decider(base: DecideMany, silent: str) -> DecideMany:
 
 def factored_decider(model: Any, explore: bool) -> DecideMany:
     """``--learner factored``'s choices; it reads each request's person and the server's
-    per-session record (``rollout``'s ``tastes``; None: global)."""
+    per-session record (``rollout``'s ``tastes``; None: global). ``explore``: Thompson draws
+    of the taken shares. A personal version is also *measured* with them (``learn``): its
+    per-session shares are learnt while it serves, from nobody's record at the start of a
+    measurement, so drawing is how it serves; a global version has nothing to learn while it
+    serves and is measured greedy, like every other learner."""
     def decide(obs: Sequence[Observation], sessions: Sequence[str], tastes: Any) -> list[Decision]:
         return [Decision(i) for i in model.choose_many(obs, explore, sessions, tastes)]
     decide.by_session = True  # type: ignore[attr-defined]
@@ -589,7 +593,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         if learner == "ppo_q" else None
     from specialists.tab.loop.factored import FactoredCuts
 
-    factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, seed=seed) if learner == "factored" else None
+    factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, taste=args.taste,
+                                                 spread=args.taste_spread, seed=seed) if learner == "factored" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -610,7 +615,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         # shared cache; a trained version's observations are computed afresh
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else \
-            factored_decider(factored, False) if factored is not None and turn > 0 else policy_decider(policy, False)
+            factored_decider(factored, PERSONAL) if factored is not None and turn > 0 else policy_decider(policy, False)
         totals = Totals()
         measured = measure_rollout(measure_pairs, here, greedy, reward, totals)
         edits = per_edit(measured)
@@ -656,7 +661,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
             bandit.update([(s.obs, s.index, s.outcome.reward) for s in batch])
         elif factored is not None:
             stats = factored.update([(s.obs, s.right, s.index, s.outcome.accepted, s.outcome.chars_kept)
-                                     for s in batch])
+                                     for s in batch], tastes)
             row.update({k: round(v, 5) for k, v in stats.items()})
         else:
             from specialists.tab.policy import Action
@@ -874,8 +879,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
     p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
+    p.add_argument("--taste", choices=["bands", "curve"], default="bands",
+                   help="factored: a session's taken share by length band, or as a curve in log length")
     p.add_argument("--taste-prior", type=float, default=2.0,
-                   help="factored: pseudo-counts of a session's taken share at the share over everyone")
+                   help="factored, bands: pseudo-counts of a session's taken share at the share over everyone")
+    p.add_argument("--taste-spread", type=float, default=1.5,
+                   help="factored, curve: prior standard deviation of a session's curve weights about everyone's")
     p.add_argument("--explore-to", choices=["uniform", "value"], default="uniform",
                    help="--explore's draws: uniform over the actions, or the cut that would save the most "
                         "if right (the policy's logit + log of its length)")

@@ -71,8 +71,9 @@ def test_tastes_count_right_cuts_by_band_per_session_and_forget_the_oldest() -> 
     assert t.of("a") == [[0.0, 0.0]] * (len(BANDS) + 1)
 
 
-def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_right() -> None:
-    model = FactoredCuts.for_reward(KeptReward(), seed=0)
+@pytest.mark.parametrize("taste", ["bands", "curve"])
+def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_right(taste: str) -> None:
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste=taste)
     with pytest.raises(RuntimeError):
         model.choose_many([_obs(1.0)], explore=False)
     stats = model.update(_events(400))
@@ -90,8 +91,9 @@ def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_r
     assert glob[0] == glob[1] and glob[2] == 0
 
 
-def test_a_session_nobody_has_seen_is_explored_and_greedy_is_fixed() -> None:
-    model = FactoredCuts.for_reward(KeptReward(), seed=3)
+@pytest.mark.parametrize("taste", ["bands", "curve"])
+def test_a_session_nobody_has_seen_is_explored_and_greedy_is_fixed(taste: str) -> None:
+    model = FactoredCuts.for_reward(KeptReward(), seed=3, taste=taste)
     model.update(_events(400))
     tastes = Tastes()
     greedy = {tuple(model.choose_many([_obs(1.0)], False, ["new"], tastes)) for _ in range(20)}
@@ -102,6 +104,43 @@ def test_a_session_nobody_has_seen_is_explored_and_greedy_is_fixed() -> None:
     assert ((draws > 0) & (draws < 1)).all() and draws.std(0).min() > 0
 
 
-def test_update_refuses_labels_that_do_not_match_the_cuts() -> None:
+def test_update_refuses_labels_that_do_not_match_the_cuts_and_an_unknown_taste_is_refused() -> None:
     with pytest.raises(ValueError, match="labels"):
         FactoredCuts().update([(_obs(1.0), [True], 0, False, 0)])
+    with pytest.raises(ValueError, match="taste"):
+        FactoredCuts(taste="spline")
+
+
+def test_a_taken_curve_reads_lengths_near_those_shown_and_keeps_the_latest() -> None:
+    """``taste="curve"``: a session that took long right cuts and dismissed short ones rates a
+    length it was never shown between them by the curve; the record keeps ``max_each``."""
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="curve")
+    model.update(_events(50))
+    tastes = Tastes(max_each=10)
+    for _ in range(8):
+        tastes.record("liner", 40, True)
+        tastes.record("liner", 5, False)
+    p = model.taken_probs(np.array([5, 12, 25, 40]), "liner", tastes, explore=False)
+    assert p[0] < 0.3 < 0.7 < p[3] and (np.diff(p) > 0).all()
+    assert len(tastes.shown["liner"]) == 10 and tastes.of("liner")[3] == [8.0, 0.0]
+
+
+def test_people_who_differ_widen_a_new_sessions_prior() -> None:
+    """``curve`` with the collecting sessions' record: the prior a new session starts from is
+    as wide as those sessions' curves lie apart, so the loop tries lengths as widely as its
+    people differ; alike people leave it near ``spread``."""
+    def world(differ: bool) -> FactoredCuts:
+        tastes, events = Tastes(), _events(50)
+        for i in range(8):
+            for _ in range(6):
+                for row, chars in ((1, 6), (2, len(TEXT))):  # a right short cut, a right long one
+                    took = (row == 1) if not differ or i % 2 == 0 else (row == 2)
+                    tastes.record(f"p{i}", chars, took)
+                    events.append((_obs(1.0), [True, True], row, took, chars if took else 0))
+        model = FactoredCuts.for_reward(KeptReward(), taste="curve", spread=0.5)
+        model.update(events, tastes)
+        return model
+
+    slope = 1  # the curve's weight on log length
+    narrow, wide = world(False)._prior_cov[slope, slope], world(True)._prior_cov[slope, slope]
+    assert narrow == pytest.approx(0.25, abs=0.01) and wide > 3 * narrow

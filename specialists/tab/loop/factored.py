@@ -24,11 +24,14 @@ Each request shows the cut of highest expected reward, ``q·gain(len) + (1 − q
 ``q`` the product above and ``gain`` the reward of an accepted cut (for the kept reward,
 ``per_char`` × its length × the share of accepted characters kept so far), where that beats
 showing nothing. Without a per-session record (``tastes=None``) the taken share is the one
-over everyone: the same learner, global.
+over everyone: the same learner, global. Where it keeps a per-session record it also *serves*
+by Thompson draws (``choose_many(explore=True)``): a session's shares are learnt from what it
+is shown, and a greedy choice from the prior would never try the band a new person takes.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -142,6 +145,33 @@ class Logistic:
         return _sigmoid(((x - self.mean) / self.std) @ self.w[1:] + self.w[0])
 
 
+CENTRE = math.log1p(16)
+"""The log length the taken curve's intercept is read at (a cut of 16 characters)."""
+
+
+def curve_fit(x: Any, y: Any, mean: Any, precision: Any, steps: int = 8) -> tuple[Any, Any]:
+    """P(taken | right) = sigmoid(w₀ + w₁·(log1p(length) − :data:`CENTRE`)) for one session (or
+    everyone), ``x`` its cuts' log lengths, ``y`` taken or not: the posterior mode under a
+    Gaussian prior (``mean``, ``precision``) and the Cholesky factor of its Laplace covariance."""
+    import numpy as np
+
+    z = np.stack([np.ones(len(x)), np.asarray(x, np.float64) - CENTRE], axis=1)
+    y = np.asarray(y, np.float64)
+    w = np.array(mean, np.float64)
+    hess = precision
+    for _ in range(steps):
+        p = _sigmoid(z @ w)
+        grad = z.T @ (p - y) + precision @ (w - mean)
+        hess = (z * (p * (1 - p))[:, None]).T @ z + precision
+        step = np.linalg.solve(hess, grad)
+        w = w - step
+        if float(np.abs(step).max()) < 1e-6:
+            break
+    p = _sigmoid(z @ w)
+    hess = (z * (p * (1 - p))[:, None]).T @ z + precision
+    return w, np.linalg.cholesky(np.linalg.inv(hess))
+
+
 @dataclass
 class Tastes:
     """Per editor session, the right cuts shown and how many were accepted, by length band
@@ -150,18 +180,23 @@ class Tastes:
     beyond ``max_keys``)."""
 
     max_keys: int = 10_000
+    max_each: int = 200
     counts: "OrderedDict[str, list[list[float]]]" = field(default_factory=OrderedDict)
+    shown: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
+    """Per session, its latest ``max_each`` right cuts shown: (characters, accepted)."""
 
     def record(self, session: str, chars: int, accepted: bool) -> None:
         """A right cut of ``chars`` characters shown to ``session``: ``accepted`` or not."""
         c = self.counts.get(session)
         if c is None:
             c = self.counts[session] = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
+            self.shown[session] = []
             while len(self.counts) > self.max_keys:
-                self.counts.popitem(last=False)
+                self.shown.pop(self.counts.popitem(last=False)[0], None)
         else:
             self.counts.move_to_end(session)
         c[band(chars)][0 if accepted else 1] += 1.0
+        self.shown[session] = (self.shown[session] + [(chars, accepted)])[-self.max_each:]
 
     def of(self, session: str) -> list[list[float]]:
         """[accepted, dismissed] per band for ``session`` (zeros for one never seen)."""
@@ -174,8 +209,12 @@ class FactoredCuts:
 
     ``per_char`` / ``accept``: the reward of an accepted cut (``per_char`` × kept characters
     when it is > 0, else ``accept``); ``dismiss``: of a dismissed one; ``none``: of showing
-    nothing. ``prior``: the pseudo-counts a session's taken share starts from (the share over
-    everyone). ``max_rows``: the rightness model learns from the latest this many candidates."""
+    nothing. ``taste``: how the taken share reads length — ``bands`` (a Beta per session and
+    band, ``prior`` pseudo-counts at the share over everyone) or ``curve`` (per session a
+    logistic curve in log length, :func:`curve_fit`, its prior the curve over everyone with
+    ``spread`` standard deviation per weight: what a session shows of one length tells of the
+    lengths near it). ``max_rows``: the rightness model learns from the latest this many
+    candidates."""
 
     per_char: float = 0.1
     accept: float = 0.75
@@ -183,6 +222,8 @@ class FactoredCuts:
     none: float = 0.0
     ridge: float = 1.0
     prior: float = 2.0
+    taste: str = "bands"
+    spread: float = 1.5
     max_rows: int = 300_000
     seed: int = 0
     right: Logistic = field(init=False)
@@ -194,7 +235,13 @@ class FactoredCuts:
         import numpy as np
 
         self.right = Logistic(0, self.ridge)  # sized at the first update (the action features' count)
+        if self.taste not in ("bands", "curve"):
+            raise ValueError(f"FactoredCuts: taste {self.taste!r} is not 'bands' or 'curve'")
         self.pooled = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
+        self._pooled_shown: list[tuple[int, bool]] = []
+        self._curve = (np.zeros(2), np.eye(2) * 10.0)  # everyone's curve: its mode and covariance factor
+        self._curves: dict[tuple[int, str], tuple[int, Any, Any]] = {}
+        self._prior_cov = np.eye(2) * self.spread ** 2
         self._rx: list[Any] = []
         self._ry: list[Any] = []
         self._kept = 0.0
@@ -214,10 +261,14 @@ class FactoredCuts:
         """Accepted characters kept, over the characters of accepted cuts (1 before any)."""
         return (self._kept + 1.0) / (self._accepted_chars + 1.0)
 
-    def update(self, events: Sequence[tuple[Observation, Sequence[bool], int, bool, int]]) -> dict[str, float]:
+    def update(self, events: Sequence[tuple[Observation, Sequence[bool], int, bool, int]],
+               tastes: Tastes | None = None) -> dict[str, float]:
         """Learn from logged events, each (observation, typed-next label per cut, shown index
         — 0 nothing, ``i + 1`` row ``i`` —, accepted, characters kept); refit the rightness
-        model and add the shown right cuts to the share over everyone."""
+        model and add the shown right cuts to the share over everyone. ``tastes`` (``curve``):
+        the record of the sessions that collected; how far their curves lie from everyone's
+        sets a new session's prior (:meth:`_between`), so the loop tries as widely as its
+        people differ."""
         import numpy as np
 
         for obs, labels, index, accepted, kept in events:
@@ -234,6 +285,7 @@ class FactoredCuts:
                     self._accepted_chars += chars
                 if labels[index - 1]:
                     self.pooled[band(chars)][0 if accepted else 1] += 1.0
+                    self._pooled_shown.append((chars, bool(accepted)))
         if not self._rx:
             raise ValueError("FactoredCuts.update: no event with a cut to learn from")
         rx, ry = np.concatenate(self._rx), np.concatenate(self._ry)
@@ -243,6 +295,11 @@ class FactoredCuts:
         if self.right.dim != rx.shape[1]:
             self.right = Logistic(rx.shape[1], self.ridge)
         self.right.fit(rx, ry)
+        if self._pooled_shown:
+            x = np.log1p([c for c, _ in self._pooled_shown])
+            self._curve = curve_fit(x, [a for _, a in self._pooled_shown], np.zeros(2), np.eye(2) * 0.01)
+        self._prior_cov = self._between(tastes) if tastes is not None else np.eye(2) * self.spread ** 2
+        self._curves.clear()
         self.fitted = True
         return {"right_rows": float(len(ry)), "right_share": float(ry.mean()),
                 "taken_rows": float(sum(a + d for a, d in self.pooled)),
@@ -268,14 +325,60 @@ class FactoredCuts:
             out[b] = self._rng.beta(a, d) if explore else a / (a + d)
         return out
 
-    def expected(self, obs: Observation, taken: Any) -> Any:
-        """Each cut's expected reward if shown (a (rows,) array), ``taken`` per band (:meth:`taken`)."""
+    def _between(self, tastes: Tastes, least: int = 5) -> Any:
+        """The prior covariance of a session's curve about everyone's: the spread of the
+        curves of the sessions in ``tastes`` with at least ``least`` right cuts shown (each
+        fitted with the ``spread`` prior) about it, added to ``spread``² per weight."""
+        import numpy as np
+
+        base, _ = self._curve
+        prec = np.eye(2) / self.spread ** 2
+        ws = [curve_fit(np.log1p([c for c, _ in shown]), [a for _, a in shown], base, prec)[0]
+              for shown in tastes.shown.values() if len(shown) >= least]
+        cov = np.eye(2) * self.spread ** 2
+        if len(ws) >= 2:
+            d = np.asarray(ws) - base
+            cov = cov + d.T @ d / len(ws)
+        return cov
+
+    def curve(self, session: str | None, tastes: Tastes | None, explore: bool) -> Any:
+        """``taste="curve"``: the taken curve's weights for ``session`` (None: everyone's), its
+        posterior mode or (``explore``) a draw."""
+        import numpy as np
+
+        w, chol = self._curve
+        if session is not None and tastes is not None:
+            shown = tastes.shown.get(session, [])
+            key = (id(tastes), session)
+            cached = self._curves.get(key)
+            if cached is None or cached[0] != len(shown) or len(shown) == tastes.max_each:
+                prec = np.linalg.inv(self._prior_cov)
+                fit = curve_fit(np.log1p([c for c, _ in shown]), [a for _, a in shown], w, prec) if shown \
+                    else (w, np.linalg.cholesky(np.linalg.inv(prec)))
+                cached = self._curves[key] = (len(shown), *fit)
+            w, chol = cached[1], cached[2]
+        return w + chol @ self._rng.standard_normal(2) if explore else w
+
+    def taken_probs(self, chars: Any, session: str | None, tastes: Tastes | None, explore: bool) -> Any:
+        """P(taken | right) for cuts of ``chars`` characters shown to ``session`` (None or no
+        ``tastes``: anyone), by :attr:`taste`."""
+        import numpy as np
+
+        if self.taste == "bands":
+            mine = tastes.of(session) if tastes is not None and session is not None else None
+            return self.taken(mine, explore)[[band(int(n)) for n in chars]]
+        w = self.curve(session, tastes, explore)
+        return _sigmoid(w[0] + w[1] * (np.log1p(chars) - CENTRE))
+
+    def expected(self, obs: Observation, session: str | None = None, tastes: Tastes | None = None,
+                 explore: bool = False) -> Any:
+        """Each cut's expected reward if shown to ``session`` (a (rows,) array)."""
         import numpy as np
 
         if not len(obs.rows):
             return np.zeros(0)
         chars = np.array([len(obs.suggestion(i).text) for i in range(len(obs.rows))])
-        q = self.right.prob(right_features(obs)) * np.asarray(taken)[[band(int(n)) for n in chars]]
+        q = self.right.prob(right_features(obs)) * self.taken_probs(chars, session, tastes, explore)
         gain = self.per_char * self.kept_share * chars if self.per_char > 0 else np.full(len(chars), self.accept)
         return q * gain + (1 - q) * self.dismiss
 
@@ -288,8 +391,7 @@ class FactoredCuts:
             raise RuntimeError("FactoredCuts.choose_many before any update")
         out = []
         for j, o in enumerate(obs):
-            mine = tastes.of(sessions[j]) if tastes is not None and sessions is not None else None
-            value = self.expected(o, self.taken(mine, explore))
+            value = self.expected(o, sessions[j] if sessions is not None else None, tastes, explore)
             best = int(value.argmax()) if len(value) else -1
             out.append(best + 1 if best >= 0 and value[best] > self.none else 0)
         return out
