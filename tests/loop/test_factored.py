@@ -144,3 +144,22 @@ def test_people_who_differ_widen_a_new_sessions_prior() -> None:
     slope = 1  # the curve's weight on log length
     narrow, wide = world(False)._prior_cov[slope, slope], world(True)._prior_cov[slope, slope]
     assert narrow == pytest.approx(0.25, abs=0.01) and wide > 3 * narrow
+
+
+def test_a_curve_fit_is_never_read_from_another_record() -> None:
+    """Each measurement gets a fresh record: the same session with as many right cuts shown in
+    another record (which may even sit at a reused address) must get its own fit."""
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="curve")
+    model.update(_events(50))
+    took_long, took_short = Tastes(), Tastes()
+    for _ in range(6):
+        took_long.record("p", 40, True)
+        took_long.record("p", 5, False)
+        took_short.record("p", 40, False)
+        took_short.record("p", 5, True)
+    long_first = model.taken_probs(np.array([5, 40]), "p", took_long, explore=False)
+    del took_long
+    short_then = model.taken_probs(np.array([5, 40]), "p", took_short, explore=False)
+    assert long_first[1] > long_first[0] and short_then[0] > short_then[1]
+    took_short.record("p", 40, True)  # one more record: refitted, not read from before
+    assert model.taken_probs(np.array([40]), "p", took_short, explore=False)[0] > short_then[1]

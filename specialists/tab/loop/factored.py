@@ -13,12 +13,16 @@ accept. So :class:`FactoredCuts` estimates
   request labelled by whether the person typed it next (:func:`typed_next`: a completion at
   the cursor that the rest of what they typed starts with). Plenty of labels from the first
   turn on.
-* **taken**: per editor session and length band (:data:`BANDS`), a Beta posterior of the share
-  of *right* cuts shown that were accepted (:class:`Tastes`, the server's record, like
-  :class:`~specialists.tab.personal.Tracker`), its prior the share over every session
-  (``prior`` pseudo-counts). Few labels, so it explores by Thompson sampling: a person whose
-  taste for long cuts nobody has seen gets some shown while the posterior is wide, and one who
-  dismissed a few right ones is shown fewer of that band.
+* **taken**: per editor session, the share of *right* cuts shown that were accepted, read
+  from the server's record (:class:`Tastes`, kept like
+  :class:`~specialists.tab.personal.Tracker`), in one of two shapes (``taste``):
+  ``bands`` — a Beta posterior per length band (:data:`BANDS`), its prior the share over
+  every session (``prior`` pseudo-counts); ``curve`` — a logistic curve in log length
+  (:func:`curve_fit`), its Gaussian prior everyone's curve, with a covariance as wide as the
+  collecting sessions' curves lie apart (``update(..., tastes)``), so one length shown tells
+  of the lengths near it. Few labels, so it explores by Thompson sampling: a person whose
+  taste for long cuts nobody has seen gets some shown while the posterior is wide, and one
+  who dismissed a few right ones is shown fewer of that length.
 
 Each request shows the cut of highest expected reward, ``q·gain(len) + (1 − q)·dismiss`` with
 ``q`` the product above and ``gain`` the reward of an accepted cut (for the kept reward,
@@ -26,7 +30,7 @@ Each request shows the cut of highest expected reward, ``q·gain(len) + (1 − q
 showing nothing. Without a per-session record (``tastes=None``) the taken share is the one
 over everyone: the same learner, global. Where it keeps a per-session record it also *serves*
 by Thompson draws (``choose_many(explore=True)``): a session's shares are learnt from what it
-is shown, and a greedy choice from the prior would never try the band a new person takes.
+is shown, and a greedy choice from the prior would never try the length a new person takes.
 """
 
 from __future__ import annotations
@@ -184,6 +188,9 @@ class Tastes:
     counts: "OrderedDict[str, list[list[float]]]" = field(default_factory=OrderedDict)
     shown: dict[str, list[tuple[int, bool]]] = field(default_factory=dict)
     """Per session, its latest ``max_each`` right cuts shown: (characters, accepted)."""
+    fits: dict[str, tuple] = field(default_factory=dict)
+    """Per session, a learner's last curve fit of it (:meth:`FactoredCuts.curve`), with what
+    it was fitted from: kept here, with the record it reads, so no other record's can be read."""
 
     def record(self, session: str, chars: int, accepted: bool) -> None:
         """A right cut of ``chars`` characters shown to ``session``: ``accepted`` or not."""
@@ -192,7 +199,9 @@ class Tastes:
             c = self.counts[session] = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
             self.shown[session] = []
             while len(self.counts) > self.max_keys:
-                self.shown.pop(self.counts.popitem(last=False)[0], None)
+                gone = self.counts.popitem(last=False)[0]
+                self.shown.pop(gone, None)
+                self.fits.pop(gone, None)
         else:
             self.counts.move_to_end(session)
         c[band(chars)][0 if accepted else 1] += 1.0
@@ -240,7 +249,7 @@ class FactoredCuts:
         self.pooled = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
         self._pooled_shown: list[tuple[int, bool]] = []
         self._curve = (np.zeros(2), np.eye(2) * 10.0)  # everyone's curve: its mode and covariance factor
-        self._curves: dict[tuple[int, str], tuple[int, Any, Any]] = {}
+        self._version = 0  # one more at each update: a per-session fit from an older one is stale
         self._prior_cov = np.eye(2) * self.spread ** 2
         self._rx: list[Any] = []
         self._ry: list[Any] = []
@@ -299,7 +308,7 @@ class FactoredCuts:
             x = np.log1p([c for c, _ in self._pooled_shown])
             self._curve = curve_fit(x, [a for _, a in self._pooled_shown], np.zeros(2), np.eye(2) * 0.01)
         self._prior_cov = self._between(tastes) if tastes is not None else np.eye(2) * self.spread ** 2
-        self._curves.clear()
+        self._version += 1
         self.fitted = True
         return {"right_rows": float(len(ry)), "right_share": float(ry.mean()),
                 "taken_rows": float(sum(a + d for a, d in self.pooled)),
@@ -349,13 +358,13 @@ class FactoredCuts:
         w, chol = self._curve
         if session is not None and tastes is not None:
             shown = tastes.shown.get(session, [])
-            key = (id(tastes), session)
-            cached = self._curves.get(key)
-            if cached is None or cached[0] != len(shown) or len(shown) == tastes.max_each:
+            stamp = (id(self), self._version, sum(a + d for a, d in tastes.of(session)))  # records ever
+            cached = tastes.fits.get(session)
+            if cached is None or cached[0] != stamp:
                 prec = np.linalg.inv(self._prior_cov)
                 fit = curve_fit(np.log1p([c for c, _ in shown]), [a for _, a in shown], w, prec) if shown \
-                    else (w, np.linalg.cholesky(np.linalg.inv(prec)))
-                cached = self._curves[key] = (len(shown), *fit)
+                    else (w, np.linalg.cholesky(self._prior_cov))
+                cached = tastes.fits[session] = (stamp, *fit)
             w, chol = cached[1], cached[2]
         return w + chol @ self._rng.standard_normal(2) if explore else w
 
