@@ -593,8 +593,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         if learner == "ppo_q" else None
     from specialists.tab.loop.factored import FactoredCuts
 
-    factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, taste=args.taste,
-                                                 spread=args.taste_spread, seed=seed) if learner == "factored" else None
+    factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, taste=args.taste, spread=args.taste_spread,
+                                       seed=seed) if learner == "factored" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -614,6 +614,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         # the LM's weights of this version: the shipped ones (turn 0, or frozen) are in the
         # shared cache; a trained version's observations are computed afresh
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
+        # the version as it serves: greedy, but a personal factored one draws (factored_decider)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else \
             factored_decider(factored, PERSONAL) if factored is not None and turn > 0 else policy_decider(policy, False)
         totals = Totals()
