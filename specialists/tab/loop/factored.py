@@ -60,6 +60,20 @@ def _sigmoid(z: Any) -> Any:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 
+def _hessian(z: Any, w: Any, precision: Any) -> Any:
+    """The penalised logistic loss's Hessian at ``w`` (inputs ``z``, Gaussian penalty ``precision``)."""
+    p = _sigmoid(z @ w)
+    return (z * (p * (1 - p))[:, None]).T @ z + precision
+
+
+def _newton_step(z: Any, y: Any, w: Any, mean: Any, precision: Any) -> Any:
+    """Newton's step for the logistic loss of ``y`` on ``z`` plus ½(w − mean)ᵀ·precision·(w − mean)."""
+    import numpy as np
+
+    grad = z.T @ (_sigmoid(z @ w) - y) + precision @ (w - mean)
+    return np.linalg.solve(_hessian(z, w, precision), grad)
+
+
 def right_features(obs: Observation) -> Any:
     """Per cut (action row): its action features, log length, the two multiplied, and the
     request's state (static and dynamic; not the personal history)."""
@@ -126,10 +140,7 @@ class Logistic:
             self.w = np.zeros_like(self.w)
             now = loss(self.w)
         for _ in range(steps):
-            p = _sigmoid(z @ self.w)
-            grad = z.T @ (p - y) + reg @ self.w
-            hess = (z * (p * (1 - p))[:, None]).T @ z + reg
-            step = np.linalg.solve(hess, grad)
+            step = _newton_step(z, y, self.w, 0.0, reg)
             for _ in range(20):
                 after = loss(self.w - step)
                 if after <= now:
@@ -162,18 +173,12 @@ def curve_fit(x: Any, y: Any, mean: Any, precision: Any, steps: int = 8) -> tupl
     z = np.stack([np.ones(len(x)), np.asarray(x, np.float64) - CENTRE], axis=1)
     y = np.asarray(y, np.float64)
     w = np.array(mean, np.float64)
-    hess = precision
     for _ in range(steps):
-        p = _sigmoid(z @ w)
-        grad = z.T @ (p - y) + precision @ (w - mean)
-        hess = (z * (p * (1 - p))[:, None]).T @ z + precision
-        step = np.linalg.solve(hess, grad)
+        step = _newton_step(z, y, w, mean, precision)
         w = w - step
         if float(np.abs(step).max()) < 1e-6:
             break
-    p = _sigmoid(z @ w)
-    hess = (z * (p * (1 - p))[:, None]).T @ z + precision
-    return w, np.linalg.cholesky(np.linalg.inv(hess))
+    return w, np.linalg.cholesky(np.linalg.inv(_hessian(z, w, precision)))
 
 
 @dataclass
