@@ -594,7 +594,7 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     from specialists.tab.loop.factored import FactoredCuts
 
     factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, taste=args.taste, spread=args.taste_spread,
-                                       seed=seed) if learner == "factored" else None
+                                       right_model=args.right_model, seed=seed) if learner == "factored" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -616,7 +616,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
         here = cache if lm_learner is None or turn == 0 else FreshCache(cache.lm, cache.config)
         # the version as it serves: greedy, but a personal factored one draws (factored_decider)
         greedy = bandit_decider(bandit, False) if bandit is not None and turn > 0 else \
-            factored_decider(factored, PERSONAL) if factored is not None and turn > 0 else policy_decider(policy, False)
+            factored_decider(factored, PERSONAL and args.serve_draws) if factored is not None and turn > 0 else \
+            policy_decider(policy, False)
         totals = Totals()
         measured = measure_rollout(measure_pairs, here, greedy, reward, totals)
         edits = per_edit(measured)
@@ -880,12 +881,18 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--max-staleness", type=int, default=2, help="ppo_stale: how many earlier versions' events")
     p.add_argument("--is-clip", type=float, default=1.0, help="ppo_stale: clip of a stale event's importance weight")
     p.add_argument("--alpha", type=float, default=0.5, help="LinUCB's exploration weight")
-    p.add_argument("--taste", choices=["bands", "curve"], default="bands",
-                   help="factored: a session's taken share by length band, or as a curve in log length")
+    p.add_argument("--taste", choices=["bands", "curve", "mixture"], default="bands",
+                   help="factored: a session's taken share by length band, as a curve in log length, or "
+                        "as one of a few kinds of such curves read from the collecting sessions (mixture)")
+    p.add_argument("--serve-draws", action=argparse.BooleanOptionalAction, default=True,
+                   help="factored, --personal: serve (and so measure) by Thompson draws of each session's taste "
+                        "(off: its posterior mean, greedy; collection always draws)")
+    p.add_argument("--right-model", choices=["logistic", "net"], default="logistic",
+                   help="factored: P(right) by a logistic regression or a small network (two hidden layers)")
     p.add_argument("--taste-prior", type=float, default=2.0,
                    help="factored, bands: pseudo-counts of a session's taken share at the share over everyone")
     p.add_argument("--taste-spread", type=float, default=1.5,
-                   help="factored, curve: prior standard deviation of a session's curve weights about everyone's")
+                   help="factored, curve (and mixture): prior standard deviation of a session's (a kind's) curve weights about everyone's")
     p.add_argument("--explore-to", choices=["uniform", "value"], default="uniform",
                    help="--explore's draws: uniform over the actions, or the cut that would save the most "
                         "if right (the policy's logit + log of its length)")

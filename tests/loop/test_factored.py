@@ -8,7 +8,8 @@ import pytest
 
 from specialists.tab.context_copy import Candidate
 from specialists.tab.features import ACTION_FEATURES, DYNAMIC_FEATURES, STATIC_STATE, Observation
-from specialists.tab.loop.factored import BANDS, FactoredCuts, Logistic, Tastes, band, typed_next
+from specialists.tab.loop.factored import (BANDS, FactoredCuts, Logistic, Net, Tastes, band, latent_kinds,
+                                          right_features, typed_next)
 from specialists.tab.rewards import KeptReward
 
 TEXT = "return compute_total(items, tax)"  # 32 characters: a short cut (6) and a long one (32)
@@ -71,19 +72,19 @@ def test_tastes_count_right_cuts_by_band_per_session_and_forget_the_oldest() -> 
     assert t.of("a") == [[0.0, 0.0]] * (len(BANDS) + 1)
 
 
-@pytest.mark.parametrize("taste", ["bands", "curve"])
+@pytest.mark.parametrize("taste", ["bands", "curve", "mixture"])
 def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_right(taste: str) -> None:
     model = FactoredCuts.for_reward(KeptReward(), seed=0, taste=taste)
     with pytest.raises(RuntimeError):
         model.choose_many([_obs(1.0)], explore=False)
-    stats = model.update(_events(400))
-    assert stats["right_rows"] == 800 and 0.2 < stats["right_share"] < 0.4
     tastes = Tastes()
     for _ in range(6):  # "brief" takes right short cuts and dismisses right long ones; "liner" the opposite
         tastes.record("brief", 6, True)
         tastes.record("brief", len(TEXT), False)
         tastes.record("liner", 6, False)
         tastes.record("liner", len(TEXT), True)
+    stats = model.update(_events(400), tastes)  # mixture: the kinds of taste are read from this record
+    assert stats["right_rows"] == 800 and 0.2 < stats["right_share"] < 0.4
     asks = [_obs(1.0), _obs(1.0), _obs(0.0)]
     assert model.choose_many(asks, False, ["brief", "liner", "liner"], tastes) == [1, 2, 0]
     # global (no per-session record): one choice for everyone, the same for both right requests
@@ -91,7 +92,7 @@ def test_each_session_is_shown_the_length_it_takes_and_nothing_where_no_cut_is_r
     assert glob[0] == glob[1] and glob[2] == 0
 
 
-@pytest.mark.parametrize("taste", ["bands", "curve"])
+@pytest.mark.parametrize("taste", ["bands", "curve", "mixture"])
 def test_a_session_nobody_has_seen_is_explored_and_greedy_is_fixed(taste: str) -> None:
     model = FactoredCuts.for_reward(KeptReward(), seed=3, taste=taste)
     model.update(_events(400))
@@ -163,3 +164,84 @@ def test_a_curve_fit_is_never_read_from_another_record() -> None:
     assert long_first[1] > long_first[0] and short_then[0] > short_then[1]
     took_short.record("p", 40, True)  # one more record: refitted, not read from before
     assert model.taken_probs(np.array([40]), "p", took_short, explore=False)[0] > short_then[1]
+
+
+def _two_kinds(differ: bool, seed: int = 0) -> Tastes:
+    """16 sessions' right cuts shown: with ``differ``, half take only short ones (up to 12
+    characters) and half only long ones (25 and more); else all take only long ones. One
+    answer in 20 the other way."""
+    rng = np.random.default_rng(seed)
+    tastes = Tastes()
+    for s in range(16):
+        liner = s % 2 == 1 or not differ
+        for _ in range(int(rng.integers(5, 30))):
+            chars = int(rng.choice([4, 6, 10, 14, 20, 28, 40]))
+            took = (chars >= 25) if liner else (chars <= 12)
+            tastes.record(f"p{s}", chars, took != (rng.random() < 0.05))
+    return tastes
+
+
+def test_latent_kinds_finds_as_many_kinds_as_people_show() -> None:
+    def kinds(tastes: Tastes) -> list:
+        return latent_kinds([(np.log1p([c for c, _ in shown]), [a for _, a in shown])
+                             for shown in tastes.shown.values()], np.zeros(2), np.eye(2) / 1.5 ** 2)
+
+    two = kinds(_two_kinds(True))
+    assert len(two) == 2 and sorted(round(share, 1) for share, _, _ in two) == [0.5, 0.5]
+    slopes = sorted(w[1] for _, w, _ in two)  # one kind's curve falls with length, the other's rises
+    assert slopes[0] < -1 and slopes[1] > 1
+    alike = kinds(_two_kinds(False))
+    assert all(w[1] > 1 for _, w, _ in alike)  # every kind found among alike people takes long cuts
+    assert latent_kinds([], np.zeros(2), np.eye(2))[0][0] == 1.0  # nobody: one kind, the prior
+
+
+def test_one_dismissal_tells_a_new_session_its_kind_of_taste() -> None:
+    """``taste="mixture"``: with the collecting sessions of two kinds, a new session is of
+    either kind (long cuts rated between the two), and one right short cut dismissed makes
+    it of the kind that takes long ones; one taken, of the other."""
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
+    tastes = _two_kinds(True)
+    events = _events(50)
+    for shown in tastes.shown.values():
+        events += [(_obs(1.0), [True, True], 1 if chars < 20 else 2, took, chars if took else 0)
+                   for chars, took in shown]
+    model.update(events, tastes)
+    assert len(model._mixture) == 2
+    lengths = np.array([5, 40])
+    fresh = Tastes()
+    cold = model.taken_probs(lengths, "new", fresh, explore=False)
+    assert 0.25 < cold[0] < 0.75 and 0.25 < cold[1] < 0.75
+    fresh.record("liner", 6, False)
+    fresh.record("brief", 6, True)
+    liner = model.taken_probs(lengths, "liner", fresh, explore=False)
+    brief = model.taken_probs(lengths, "brief", fresh, explore=False)
+    assert liner[1] > 0.7 > 0.3 > liner[0] and brief[0] > 0.7 > 0.3 > brief[1]
+    drawn = np.array([model.taken_probs(lengths, "new", fresh, explore=True) for _ in range(100)])
+    assert (drawn[:, 1] > 0.7).any() and (drawn[:, 1] < 0.3).any()  # a new session's draws try both kinds
+
+
+def test_a_network_reads_rightness_a_logistic_regression_cannot() -> None:
+    """Right exactly when two inputs agree in sign (no line separates it): the network learns
+    it, the logistic regression stays near the base rate; the same seed, the same network."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(6000, 3))
+    y = ((x[:, 0] > 0) == (x[:, 1] > 0)).astype(float)
+    probe = np.array([[1.5, 1.5, 0.0], [-1.5, -1.5, 0.0], [1.5, -1.5, 0.0], [-1.5, 1.5, 0.0]])
+    net = Net(3, epochs=6, seed=0).fit(x, y)
+    p = net.prob(probe)
+    assert p[0] > 0.8 and p[1] > 0.8 and p[2] < 0.2 and p[3] < 0.2
+    flat = Logistic(3).fit(x, y).prob(probe)
+    assert np.abs(flat - 0.5).max() < 0.15
+    assert np.allclose(Net(3, epochs=6, seed=0).fit(x, y).prob(probe), p)
+    with pytest.raises(ValueError, match="inputs"):
+        net.fit(np.zeros((4, 2)), np.zeros(4))
+    with pytest.raises(ValueError, match="right_model"):
+        FactoredCuts(right_model="forest")
+
+
+def test_a_factored_learner_with_a_network_shows_the_right_cuts() -> None:
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="curve", right_model="net")
+    model.update(_events(400))
+    assert isinstance(model.right, Net)
+    assert model.choose_many([_obs(0.0)], False)[0] == 0  # a wrong cut is not worth a dismissal
+    assert model.right.prob(right_features(_obs(1.0)))[0] > 0.9

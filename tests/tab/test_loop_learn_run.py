@@ -97,13 +97,15 @@ def test_exploring_collection_runs_and_a_share_out_of_range_is_refused(toy_data:
 
 
 @pytest.mark.timeout(600)
-def test_the_factored_learner_learns_rightness_from_every_cut_and_tastes_per_session(toy_data: Path,
-                                                                                       tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", [["--taste-prior", "1"], ["--taste", "mixture", "--right-model", "net"]])
+def test_the_factored_learner_learns_rightness_from_every_cut_and_tastes_per_session(
+        toy_data: Path, tmp_path: Path, shape: list[str]) -> None:
     """``--learner factored`` (issue 35, line 2): every collected request labels each of its cuts
     (typed next or not), so the rightness model learns from more rows than events; the shown
-    right cuts feed the taken shares; the policy itself is not updated."""
+    right cuts feed the taken shares; the policy itself is not updated. With bands, or with
+    kinds of taste and a network for rightness."""
     done = _run(toy_data, tmp_path, "--turns", "2", "--learner", "factored", "--personal", "--ask-after-edit",
-                "--taste-prior", "1")
+                *shape)
     assert done.returncode == 0, done.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     first, second = run["rows"][0], run["rows"][1]
@@ -111,7 +113,11 @@ def test_the_factored_learner_learns_rightness_from_every_cut_and_tastes_per_ses
     assert 0 < first["right_share"] < 1
     assert second["taken_rows"] >= first["taken_rows"]
     assert all(0 < first[f"taken_band{b}"] < 1 for b in range(4))
-    assert run["args"]["taste_prior"] == 1.0 and len(run["rows"]) == 3
+    assert len(run["rows"]) == 3 and first["taste_kinds"] >= 1
+    if "mixture" in shape:
+        assert run["args"]["taste"] == "mixture" and run["args"]["right_model"] == "net"
+    else:
+        assert run["args"]["taste_prior"] == 1.0 and first["taste_kinds"] == 1  # bands: no kinds
 
 
 @pytest.mark.timeout(600)

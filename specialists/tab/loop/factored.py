@@ -20,7 +20,12 @@ accept. So :class:`FactoredCuts` estimates
   every session (``prior`` pseudo-counts); ``curve`` — a logistic curve in log length
   (:func:`curve_fit`), its Gaussian prior everyone's curve, with a covariance as wide as the
   collecting sessions' curves lie apart (``update(..., tastes)``), so one length shown tells
-  of the lengths near it. Few labels, so it explores by Thompson sampling: a person whose
+  of the lengths near it; ``mixture`` — kinds of taste (:func:`latent_kinds`: a mixture of
+  such curves, as many as the collecting sessions bear out, each session wholly of one kind),
+  and per session how likely it is of each kind, so one right cut taken or dismissed at one
+  length tells of every length: a person who dismissed a right word is of the kind that
+  takes lines, when the collecting sessions were of two such kinds. Few labels, so it
+  explores by Thompson sampling: a person whose
   taste for long cuts nobody has seen gets some shown while the posterior is wide, and one
   who dismissed a few right ones is shown fewer of that length.
 
@@ -43,7 +48,11 @@ from typing import Any, Sequence
 
 from specialists.tab.features import STATE_FEATURES, Observation, state_vector
 
-__all__ = ["Logistic", "FactoredCuts", "Tastes", "BANDS", "band", "right_features", "typed_next"]
+__all__ = ["Logistic", "Net", "FactoredCuts", "Tastes", "BANDS", "TASTES", "RIGHT_MODELS", "band", "latent_kinds",
+           "right_features", "typed_next"]
+
+TASTES = ("bands", "curve", "mixture")
+"""The shapes of a session's taken share (:class:`FactoredCuts`'s ``taste``)."""
 
 BANDS = (8, 16, 32)
 """Length bands' edges (characters): a cut of fewer than 8, 8–15, 16–31, or 32 and more."""
@@ -60,18 +69,20 @@ def _sigmoid(z: Any) -> Any:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 
-def _hessian(z: Any, w: Any, precision: Any) -> Any:
-    """The penalised logistic loss's Hessian at ``w`` (inputs ``z``, Gaussian penalty ``precision``)."""
+def _hessian(z: Any, w: Any, precision: Any, weight: Any = 1.0) -> Any:
+    """The penalised logistic loss's Hessian at ``w`` (inputs ``z``, Gaussian penalty
+    ``precision``, each row counted ``weight`` times)."""
     p = _sigmoid(z @ w)
-    return (z * (p * (1 - p))[:, None]).T @ z + precision
+    return (z * (weight * p * (1 - p))[:, None]).T @ z + precision
 
 
-def _newton_step(z: Any, y: Any, w: Any, mean: Any, precision: Any) -> Any:
-    """Newton's step for the logistic loss of ``y`` on ``z`` plus ½(w − mean)ᵀ·precision·(w − mean)."""
+def _newton_step(z: Any, y: Any, w: Any, mean: Any, precision: Any, weight: Any = 1.0) -> Any:
+    """Newton's step for the logistic loss of ``y`` on ``z`` (each row counted ``weight``
+    times) plus ½(w − mean)ᵀ·precision·(w − mean)."""
     import numpy as np
 
-    grad = z.T @ (_sigmoid(z @ w) - y) + precision @ (w - mean)
-    return np.linalg.solve(_hessian(z, w, precision), grad)
+    grad = z.T @ (weight * (_sigmoid(z @ w) - y)) + precision @ (w - mean)
+    return np.linalg.solve(_hessian(z, w, precision, weight), grad)
 
 
 def right_features(obs: Observation) -> Any:
@@ -160,25 +171,154 @@ class Logistic:
         return _sigmoid(((x - self.mean) / self.std) @ self.w[1:] + self.w[0])
 
 
+class Net:
+    """A small network for P(right) (``FactoredCuts(right_model="net")``): two hidden layers
+    of ``hidden`` ReLU units on standardised inputs, trained afresh at each fit for
+    ``epochs`` passes of AdamW (the log loss; at least ``min_steps`` batches of 512), from a
+    fixed seed; a forward pass in numpy.
+    Rightness is not linear in the cut's features — a long cut copied from nearby is right
+    for other reasons than a short one the LM wrote — and a network can read that."""
+
+    def __init__(self, dim: int, hidden: int = 64, epochs: int = 2, lr: float = 3e-3,
+                 weight_decay: float = 1e-4, seed: int = 0, min_steps: int = 300) -> None:
+        import numpy as np
+
+        self.dim, self.hidden, self.epochs, self.lr, self.weight_decay, self.seed, self.min_steps = \
+            dim, hidden, epochs, lr, weight_decay, seed, min_steps
+        self.mean, self.std = np.zeros(dim), np.ones(dim)
+        self.layers: list[tuple[Any, Any]] = []
+        self.n = 0
+
+    def fit(self, x: Any, y: Any) -> "Net":
+        import numpy as np
+        import torch
+
+        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim or len(x) != len(y):
+            raise ValueError(f"Net.fit: want ({len(y)}, {self.dim}) inputs, got {x.shape}")
+        self.n = len(y)
+        if not len(y):
+            return self
+        self.mean = x.mean(0)
+        spread = x.std(0)
+        self.std = np.where(spread > 1e-6, spread, 1.0)
+        gen = torch.Generator().manual_seed(self.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net = torch.nn.Sequential(torch.nn.Linear(self.dim, self.hidden), torch.nn.ReLU(),
+                                      torch.nn.Linear(self.hidden, self.hidden), torch.nn.ReLU(),
+                                      torch.nn.Linear(self.hidden, 1))
+        inputs = torch.tensor((x - self.mean) / self.std, dtype=torch.float32)
+        labels = torch.tensor(y, dtype=torch.float32)
+        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        batches = -(-len(labels) // 512)
+        for _ in range(max(self.epochs, -(-self.min_steps // batches))):  # a few rows: more passes
+            order = torch.randperm(len(labels), generator=gen)
+            for i in range(0, len(labels), 512):
+                rows = order[i:i + 512]
+                loss = torch.nn.functional.binary_cross_entropy_with_logits(net(inputs[rows]).squeeze(1), labels[rows])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        self.layers = [(m.weight.detach().numpy().astype(np.float64).T, m.bias.detach().numpy().astype(np.float64))
+                       for m in net if isinstance(m, torch.nn.Linear)]
+        return self
+
+    def prob(self, x: Any) -> Any:
+        import numpy as np
+
+        h = (np.asarray(x, np.float64) - self.mean) / self.std
+        if not self.layers:
+            return np.full(len(h), 0.5)
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if i < len(self.layers) - 1:
+                h = np.maximum(h, 0.0)
+        return _sigmoid(h[:, 0])
+
+
+RIGHT_MODELS = ("logistic", "net")
+"""What P(right) is (:class:`FactoredCuts`'s ``right_model``): :class:`Logistic` or :class:`Net`."""
+
 CENTRE = math.log1p(16)
 """The log length the taken curve's intercept is read at (a cut of 16 characters)."""
 
 
-def curve_fit(x: Any, y: Any, mean: Any, precision: Any, steps: int = 8) -> tuple[Any, Any]:
-    """P(taken | right) = sigmoid(w₀ + w₁·(log1p(length) − :data:`CENTRE`)) for one session (or
-    everyone), ``x`` its cuts' log lengths, ``y`` taken or not: the posterior mode under a
-    Gaussian prior (``mean``, ``precision``) and the Cholesky factor of its Laplace covariance."""
+def _design(x: Any) -> Any:
     import numpy as np
 
-    z = np.stack([np.ones(len(x)), np.asarray(x, np.float64) - CENTRE], axis=1)
-    y = np.asarray(y, np.float64)
+    return np.stack([np.ones(len(x)), np.asarray(x, np.float64) - CENTRE], axis=1)
+
+
+def curve_fit(x: Any, y: Any, mean: Any, precision: Any, steps: int = 8, weight: Any = 1.0) -> tuple[Any, Any]:
+    """P(taken | right) = sigmoid(w₀ + w₁·(log1p(length) − :data:`CENTRE`)) for one session (or
+    everyone), ``x`` its cuts' log lengths, ``y`` taken or not (each counted ``weight``
+    times): the posterior mode under a Gaussian prior (``mean``, ``precision``) and the
+    Cholesky factor of its Laplace covariance."""
+    import numpy as np
+
+    z, y = _design(x), np.asarray(y, np.float64)
     w = np.array(mean, np.float64)
     for _ in range(steps):
-        step = _newton_step(z, y, w, mean, precision)
+        step = _newton_step(z, y, w, mean, precision, weight)
         w = w - step
         if float(np.abs(step).max()) < 1e-6:
             break
-    return w, np.linalg.cholesky(np.linalg.inv(_hessian(z, w, precision)))
+    return w, np.linalg.cholesky(np.linalg.inv(_hessian(z, w, precision, weight)))
+
+
+def _loglik(x: Any, y: Any, w: Any) -> float:
+    """The log likelihood of taken-or-not ``y`` at log lengths ``x`` under the curve ``w``."""
+    import numpy as np
+
+    m = _design(x) @ w
+    return float(np.asarray(y, np.float64) @ m - np.logaddexp(0.0, m).sum())
+
+
+def latent_kinds(sessions: Sequence[tuple[Any, Any]], mean: Any, precision: Any, most: int = 3,
+                 iters: int = 30) -> list[tuple[float, Any, Any]]:
+    """Kinds of taste among ``sessions`` (each its right cuts' log lengths and taken-or-not): a
+    mixture of taken curves, each session wholly of one unknown kind (EM: a kind's curve is
+    fitted on every session's cuts weighted by how likely that session is of it; the prior
+    ``mean``, ``precision`` keeps a kind of few cuts near everyone's curve). From 1 to
+    ``most`` kinds, as many as the Bayesian information criterion picks, each started from
+    the sessions farthest apart. Returns [(share, curve, Cholesky factor of its covariance)]."""
+    import numpy as np
+
+    sessions = [(np.asarray(x, np.float64), np.asarray(y, np.float64)) for x, y in sessions if len(x)]
+    if not sessions:
+        return [(1.0, np.asarray(mean, np.float64), np.linalg.cholesky(np.linalg.inv(precision)))]
+    x_all = np.concatenate([x for x, _ in sessions])
+    y_all = np.concatenate([y for _, y in sessions])
+    owner = np.concatenate([np.full(len(x), i) for i, (x, _) in enumerate(sessions)])
+    # each session's own curve, to start the kinds from the ones farthest apart
+    own = np.array([curve_fit(x, y, mean, precision)[0] for x, y in sessions])
+    best, best_bic = None, math.inf
+    for k in range(1, min(most, len(sessions)) + 1):
+        starts = [int(np.argmax(((own - own.mean(0)) ** 2).sum(1)))] if k > 1 else []
+        while k > 1 and len(starts) < k:
+            gap = np.min([((own - own[j]) ** 2).sum(1) for j in starts], axis=0)
+            starts.append(int(np.argmax(gap)))
+        if k == 1:
+            resp = np.ones((len(sessions), 1))
+        else:  # each session to its nearest start
+            resp = np.eye(k)[np.argmin([((own - own[j]) ** 2).sum(1) for j in starts], axis=0)]
+        last = -math.inf
+        for _ in range(iters):
+            shares = (resp.sum(0) + 1e-3) / (len(sessions) + 1e-3 * k)
+            fits = [curve_fit(x_all, y_all, mean, precision, weight=resp[owner, j]) for j in range(k)]
+            ll = np.array([[_loglik(x, y, w) for w, _ in fits] for x, y in sessions]) + np.log(shares)
+            top = ll.max(1, keepdims=True)
+            total = top[:, 0] + np.log(np.exp(ll - top).sum(1))
+            resp = np.exp(ll - total[:, None])
+            now = float(total.sum())
+            if now - last < 1e-6:
+                break
+            last = now
+        bic = -2 * last + (3 * k - 1) * math.log(len(y_all))
+        if bic < best_bic:
+            best, best_bic = [(float(shares[j]), fits[j][0], fits[j][1]) for j in range(k)], bic
+    return best  # type: ignore[return-value]
 
 
 @dataclass
@@ -224,11 +364,14 @@ class FactoredCuts:
     ``per_char`` / ``accept``: the reward of an accepted cut (``per_char`` × kept characters
     when it is > 0, else ``accept``); ``dismiss``: of a dismissed one; ``none``: of showing
     nothing. ``taste``: how the taken share reads length — ``bands`` (a Beta per session and
-    band, ``prior`` pseudo-counts at the share over everyone) or ``curve`` (per session a
+    band, ``prior`` pseudo-counts at the share over everyone), ``curve`` (per session a
     logistic curve in log length, :func:`curve_fit`, its prior the curve over everyone with
     ``spread`` standard deviation per weight: what a session shows of one length tells of the
-    lengths near it). ``max_rows``: the rightness model learns from the latest this many
-    candidates."""
+    lengths near it) or ``mixture`` (kinds of taste read from the collecting sessions'
+    record, :meth:`_kinds`; a session is of each kind as likely as what it did says, and is
+    served by a kind drawn so; without that record, one kind: everyone's curve).
+    ``max_rows``: the rightness model learns from the latest this many candidates;
+    ``right_model``: :class:`Logistic` (``logistic``) or a small network (:class:`Net`, ``net``)."""
 
     per_char: float = 0.1
     accept: float = 0.75
@@ -239,8 +382,9 @@ class FactoredCuts:
     taste: str = "bands"
     spread: float = 1.5
     max_rows: int = 300_000
+    right_model: str = "logistic"
     seed: int = 0
-    right: Logistic = field(init=False)
+    right: Any = field(init=False)
     fitted: bool = field(init=False, default=False)
     pooled: list = field(init=False)
     """[accepted, dismissed] per band over every session: the right cuts shown."""
@@ -248,19 +392,25 @@ class FactoredCuts:
     def __post_init__(self) -> None:
         import numpy as np
 
-        self.right = Logistic(0, self.ridge)  # sized at the first update (the action features' count)
-        if self.taste not in ("bands", "curve"):
-            raise ValueError(f"FactoredCuts: taste {self.taste!r} is not 'bands' or 'curve'")
+        if self.right_model not in RIGHT_MODELS:
+            raise ValueError(f"FactoredCuts: right_model {self.right_model!r} is not one of {', '.join(RIGHT_MODELS)}")
+        self.right = self._new_right(0)  # sized at the first update (the action features' count)
+        if self.taste not in TASTES:
+            raise ValueError(f"FactoredCuts: taste {self.taste!r} is not one of {', '.join(TASTES)}")
         self.pooled = [[0.0, 0.0] for _ in range(len(BANDS) + 1)]
         self._pooled_shown: list[tuple[int, bool]] = []
         self._curve = (np.zeros(2), np.eye(2) * 10.0)  # everyone's curve: its mode and covariance factor
         self._version = 0  # one more at each update: a per-session fit from an older one is stale
         self._prior_cov = np.eye(2) * self.spread ** 2
+        self._mixture = [(1.0, np.zeros(2), np.eye(2) * self.spread)]  # kinds: (share, curve, cov. factor)  # kinds of taste: (share, mean, covariance)
         self._rx: list[Any] = []
         self._ry: list[Any] = []
         self._kept = 0.0
         self._accepted_chars = 0.0
         self._rng = np.random.default_rng(self.seed)
+
+    def _new_right(self, dim: int) -> Any:
+        return Logistic(dim, self.ridge) if self.right_model == "logistic" else Net(dim, seed=self.seed)
 
     @classmethod
     def for_reward(cls, reward: Any, **kw: Any) -> "FactoredCuts":
@@ -307,18 +457,20 @@ class FactoredCuts:
             rx, ry = rx[-self.max_rows:], ry[-self.max_rows:]
         self._rx, self._ry = [rx], [ry]
         if self.right.dim != rx.shape[1]:
-            self.right = Logistic(rx.shape[1], self.ridge)
+            self.right = self._new_right(rx.shape[1])
         self.right.fit(rx, ry)
         if self._pooled_shown:
             x = np.log1p([c for c, _ in self._pooled_shown])
             self._curve = curve_fit(x, [a for _, a in self._pooled_shown], np.zeros(2), np.eye(2) * 0.01)
         self._prior_cov = self._between(tastes) if tastes is not None else np.eye(2) * self.spread ** 2
+        if self.taste == "mixture":
+            self._mixture = self._kinds(tastes) if tastes is not None else [(1.0, *self._curve)]
         self._version += 1
         self.fitted = True
         return {"right_rows": float(len(ry)), "right_share": float(ry.mean()),
                 "taken_rows": float(sum(a + d for a, d in self.pooled)),
                 **{f"taken_band{b}": round(self._share(*self.pooled[b]), 4) for b in range(len(self.pooled))},
-                "kept_share": self.kept_share}
+                "kept_share": self.kept_share, "taste_kinds": float(len(self._mixture))}
 
     @staticmethod
     def _share(accepted: float, dismissed: float) -> float:
@@ -355,6 +507,34 @@ class FactoredCuts:
             cov = cov + d.T @ d / len(ws)
         return cov
 
+    def _kinds(self, tastes: Tastes) -> list[tuple[float, Any, Any]]:
+        """``taste="mixture"``: the kinds of taste among the sessions in ``tastes``
+        (:func:`latent_kinds`, each kind's prior everyone's curve, ``spread`` wide)."""
+        import numpy as np
+
+        return latent_kinds([(np.log1p([c for c, _ in shown]), [a for _, a in shown])
+                             for shown in tastes.shown.values()],
+                            self._curve[0], np.eye(2) / self.spread ** 2)
+
+    def _posterior(self, session: str, tastes: Tastes) -> Any:
+        """``taste="mixture"``: how likely ``session`` is of each kind of taste — the kinds'
+        shares times the likelihood of what it took and dismissed under each kind's curve;
+        kept in ``tastes.fits`` as :meth:`curve` keeps its fits."""
+        import numpy as np
+
+        stamp = (id(self), self._version, sum(a + d for a, d in tastes.of(session)))
+        cached = tastes.fits.get(session)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        shown = tastes.shown.get(session, [])
+        x, y = np.log1p([c for c, _ in shown]), [a for _, a in shown]
+        logp = np.array([math.log(max(share, 1e-12)) + (_loglik(x, y, w) if shown else 0.0)
+                         for share, w, _ in self._mixture])
+        post = np.exp(logp - logp.max())
+        post = post / post.sum()
+        tastes.fits[session] = (stamp, post)
+        return post
+
     def curve(self, session: str | None, tastes: Tastes | None, explore: bool) -> Any:
         """``taste="curve"``: the taken curve's weights for ``session`` (None: everyone's), its
         posterior mode or (``explore``) a draw."""
@@ -381,8 +561,16 @@ class FactoredCuts:
         if self.taste == "bands":
             mine = tastes.of(session) if tastes is not None and session is not None else None
             return self.taken(mine, explore)[[band(int(n)) for n in chars]]
+        x = np.log1p(chars) - CENTRE
+        if self.taste == "mixture" and session is not None and tastes is not None:
+            post = self._posterior(session, tastes)
+            if explore:  # a kind drawn by how likely the session is of it, then its curve drawn
+                _, w, chol = self._mixture[int(self._rng.choice(len(post), p=post))]
+                w = w + chol @ self._rng.standard_normal(2)
+                return _sigmoid(w[0] + w[1] * x)
+            return sum(p * _sigmoid(w[0] + w[1] * x) for p, (_, w, _) in zip(post, self._mixture))
         w = self.curve(session, tastes, explore)
-        return _sigmoid(w[0] + w[1] * (np.log1p(chars) - CENTRE))
+        return _sigmoid(w[0] + w[1] * x)
 
     def expected(self, obs: Observation, session: str | None = None, tastes: Tastes | None = None,
                  explore: bool = False) -> Any:
