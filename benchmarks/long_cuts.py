@@ -18,12 +18,12 @@ everyone else nothing, by each of these rules:
   its length), where that expectation reaches each of ``--saved``.
 
 The rightness model is ``--learner factored``'s (``specialists.tab.loop.factored``): a logistic
-regression on the cut's action features, its length, the action features times its length, and
-the request's state features, fitted on the project's
-*earlier* history with every candidate of every request labelled by whether the person went
-on to type it — labels a server can read for cuts it never showed, from everyone, whatever
-they accept. What learning from every candidate could give that kind, not what the loop does
-today.
+regression (or, ``--right-model net``, its small network) on the cut's action features, its
+length, the action features times its length, and the request's state features, fitted on
+the project's *earlier* history with every candidate of every request labelled by whether
+the person went on to type it — labels a server can read for cuts it never showed, from
+everyone, whatever they accept. What learning from every candidate could give that kind,
+not what the loop does today.
 
 Per rule it prints that kind's requests, the cuts shown and accepted, the precision
 (accepted / shown), the mean reward of an accepted and of a dismissed one, and the reward
@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--measure-worlds", type=int, default=1,
                    help="as loop_learn.py: draws of people the later history is replayed with")
     p.add_argument("--reward", choices=["kept", "accept"], default="kept")
+    p.add_argument("--right-model", choices=["logistic", "net"], default="logistic",
+                   help="the rightness model: the factored learner's logistic regression or its small network")
     p.add_argument("--checkpoint", default="specialists/tab/checkpoint")
     p.add_argument("--cache-dir", default="runs/learn_cache", help="loop_learn.py's observation cache")
     args = p.parse_args(argv)
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     earlier, later = pairs[:k], pairs[k:]
     if not later:
         raise SystemExit(f"--project {args.project}: no later history to replay")
-    model = fit_rightness(earlier, cache) if (thresholds or saved) and earlier else None
+    model = fit_rightness(earlier, cache, args.right_model) if (thresholds or saved) and earlier else None
 
     def decider(rule: str, margin: float | None) -> L.DecideMany:
         def decide(obs, who):
@@ -169,7 +171,7 @@ class Rightness:
         return self.model.prob(right_features(obs)) if len(obs.rows) else np.zeros(0)
 
 
-def fit_rightness(pairs, cache) -> Rightness:
+def fit_rightness(pairs, cache, kind: str = "logistic") -> Rightness:
     """Replay ``pairs`` showing nothing; label every candidate cut of every request by whether the
     person typed it next (:func:`~specialists.tab.loop.factored.typed_next`, what a server can
     read from the next requests' text; not ``Session.judge``, which also knows the hunk's path,
@@ -177,7 +179,7 @@ def fit_rightness(pairs, cache) -> Rightness:
     import numpy as np
 
     from specialists.tab.harness import pair_key
-    from specialists.tab.loop.factored import Logistic, right_features, typed_next
+    from specialists.tab.loop.factored import Logistic, Net, right_features, typed_next
     from specialists.tab.replay import Session
 
     xs, ys = [], []
@@ -191,7 +193,7 @@ def fit_rightness(pairs, cache) -> Rightness:
                 ys.extend(typed_next(obs, session.remaining(), req.cursor))
             session.respond(None)
     x, y = np.concatenate(xs), np.asarray(ys, np.float64)
-    model = Logistic(x.shape[1]).fit(x, y, steps=25)
+    model = Logistic(x.shape[1]).fit(x, y, steps=25) if kind == "logistic" else Net(x.shape[1]).fit(x, y)
     p = np.clip(model.prob(x), 1e-9, 1 - 1e-9)
     base = np.clip(y.mean(), 1e-9, 1 - 1e-9)
     loss = float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
