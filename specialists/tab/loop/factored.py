@@ -85,6 +85,33 @@ def _newton_step(z: Any, y: Any, w: Any, mean: Any, precision: Any, weight: Any 
     return np.linalg.solve(_hessian(z, w, precision, weight), grad)
 
 
+def _inputs(who: str, dim: int, x: Any, y: Any) -> tuple[Any, Any]:
+    """``x`` (rows, ``dim``) and ``y`` (rows,) as float arrays, or a ValueError naming ``who``."""
+    import numpy as np
+
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.ndim != 2 or x.shape[1] != dim or len(x) != len(y):
+        raise ValueError(f"{who}: want ({len(y)}, {dim}) inputs, got {x.shape}")
+    return x, y
+
+
+def _scaling(x: Any) -> tuple[Any, Any]:
+    """Each input's mean and spread over ``x``; an input constant in ``x`` keeps spread 1
+    (left unscaled), so a later value of it does not blow up through a vanishing spread."""
+    import numpy as np
+
+    spread = x.std(0)
+    return x.mean(0), np.where(spread > 1e-6, spread, 1.0)
+
+
+def _lengths_taken(shown: Sequence[tuple[int, bool]]) -> tuple[Any, list[bool]]:
+    """Right cuts shown, (characters, accepted) each, as a taken curve reads them: their log
+    lengths and whether each was taken."""
+    import numpy as np
+
+    return np.log1p([c for c, _ in shown]), [a for _, a in shown]
+
+
 def right_features(obs: Observation) -> Any:
     """Per cut (action row): its action features, log length, the two multiplied, and the
     request's state (static and dynamic; not the personal history)."""
@@ -125,16 +152,12 @@ class Logistic:
         later value of it does not blow up through a vanishing spread."""
         import numpy as np
 
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        if x.ndim != 2 or x.shape[1] != self.dim or len(x) != len(y):
-            raise ValueError(f"Logistic.fit: want ({len(y)}, {self.dim}) inputs, got {x.shape}")
+        x, y = _inputs("Logistic.fit", self.dim, x, y)
         self.n = len(y)
         if not len(y):
             return self
         old_mean, old_std = self.mean, self.std
-        self.mean = x.mean(0)
-        spread = x.std(0)
-        self.std = np.where(spread > 1e-6, spread, 1.0)
+        self.mean, self.std = _scaling(x)
         # the warm start keeps its function while the scaling moves
         shift = float(self.w[1:] @ ((self.mean - old_mean) / old_std))
         self.w = np.concatenate([[self.w[0] + shift], self.w[1:] * self.std / old_std])
@@ -193,15 +216,11 @@ class Net:
         import numpy as np
         import torch
 
-        x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-        if x.ndim != 2 or x.shape[1] != self.dim or len(x) != len(y):
-            raise ValueError(f"Net.fit: want ({len(y)}, {self.dim}) inputs, got {x.shape}")
+        x, y = _inputs("Net.fit", self.dim, x, y)
         self.n = len(y)
         if not len(y):
             return self
-        self.mean = x.mean(0)
-        spread = x.std(0)
-        self.std = np.where(spread > 1e-6, spread, 1.0)
+        self.mean, self.std = _scaling(x)
         gen = torch.Generator().manual_seed(self.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -402,7 +421,7 @@ class FactoredCuts:
         self._curve = (np.zeros(2), np.eye(2) * 10.0)  # everyone's curve: its mode and covariance factor
         self._version = 0  # one more at each update: a per-session fit from an older one is stale
         self._prior_cov = np.eye(2) * self.spread ** 2
-        self._mixture = [(1.0, np.zeros(2), np.eye(2) * self.spread)]  # kinds: (share, curve, cov. factor)  # kinds of taste: (share, mean, covariance)
+        self._mixture = [(1.0, np.zeros(2), np.eye(2) * self.spread)]  # kinds of taste: (share, curve, cov. factor)
         self._rx: list[Any] = []
         self._ry: list[Any] = []
         self._kept = 0.0
@@ -460,9 +479,9 @@ class FactoredCuts:
             self.right = self._new_right(rx.shape[1])
         self.right.fit(rx, ry)
         if self._pooled_shown:
-            x = np.log1p([c for c, _ in self._pooled_shown])
-            self._curve = curve_fit(x, [a for _, a in self._pooled_shown], np.zeros(2), np.eye(2) * 0.01)
-        self._prior_cov = self._between(tastes) if tastes is not None else np.eye(2) * self.spread ** 2
+            self._curve = curve_fit(*_lengths_taken(self._pooled_shown), np.zeros(2), np.eye(2) * 0.01)
+        self._prior_cov = self._between(tastes) if tastes is not None and self.taste == "curve" \
+            else np.eye(2) * self.spread ** 2
         if self.taste == "mixture":
             self._mixture = self._kinds(tastes) if tastes is not None else [(1.0, *self._curve)]
         self._version += 1
@@ -499,7 +518,7 @@ class FactoredCuts:
 
         base, _ = self._curve
         prec = np.eye(2) / self.spread ** 2
-        ws = [curve_fit(np.log1p([c for c, _ in shown]), [a for _, a in shown], base, prec)[0]
+        ws = [curve_fit(*_lengths_taken(shown), base, prec)[0]
               for shown in tastes.shown.values() if len(shown) >= least]
         cov = np.eye(2) * self.spread ** 2
         if len(ws) >= 2:
@@ -512,9 +531,13 @@ class FactoredCuts:
         (:func:`latent_kinds`, each kind's prior everyone's curve, ``spread`` wide)."""
         import numpy as np
 
-        return latent_kinds([(np.log1p([c for c, _ in shown]), [a for _, a in shown])
-                             for shown in tastes.shown.values()],
+        return latent_kinds([_lengths_taken(shown) for shown in tastes.shown.values()],
                             self._curve[0], np.eye(2) / self.spread ** 2)
+
+    def _stamp(self, session: str, tastes: Tastes) -> tuple:
+        """What a session's fit kept in ``tastes.fits`` was made from: this learner, its
+        version, and the session's count of records ever (a fit with another stamp is stale)."""
+        return id(self), self._version, sum(a + d for a, d in tastes.of(session))
 
     def _posterior(self, session: str, tastes: Tastes) -> Any:
         """``taste="mixture"``: how likely ``session`` is of each kind of taste — the kinds'
@@ -522,12 +545,12 @@ class FactoredCuts:
         kept in ``tastes.fits`` as :meth:`curve` keeps its fits."""
         import numpy as np
 
-        stamp = (id(self), self._version, sum(a + d for a, d in tastes.of(session)))
+        stamp = self._stamp(session, tastes)
         cached = tastes.fits.get(session)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         shown = tastes.shown.get(session, [])
-        x, y = np.log1p([c for c, _ in shown]), [a for _, a in shown]
+        x, y = _lengths_taken(shown)
         logp = np.array([math.log(max(share, 1e-12)) + (_loglik(x, y, w) if shown else 0.0)
                          for share, w, _ in self._mixture])
         post = np.exp(logp - logp.max())
@@ -543,11 +566,11 @@ class FactoredCuts:
         w, chol = self._curve
         if session is not None and tastes is not None:
             shown = tastes.shown.get(session, [])
-            stamp = (id(self), self._version, sum(a + d for a, d in tastes.of(session)))  # records ever
+            stamp = self._stamp(session, tastes)
             cached = tastes.fits.get(session)
             if cached is None or cached[0] != stamp:
                 prec = np.linalg.inv(self._prior_cov)
-                fit = curve_fit(np.log1p([c for c, _ in shown]), [a for _, a in shown], w, prec) if shown \
+                fit = curve_fit(*_lengths_taken(shown), w, prec) if shown \
                     else (w, np.linalg.cholesky(self._prior_cov))
                 cached = tastes.fits[session] = (stamp, *fit)
             w, chol = cached[1], cached[2]
