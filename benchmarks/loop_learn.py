@@ -144,6 +144,14 @@ edit) a unit of the per-edit figures."""
 PERSONAL = False
 """``--personal``: the policy reads the personal features (``specialists.tab.personal``),
 kept per person (the editor session) and project as the server keeps them."""
+DISMISSALS = False
+"""``--dismissals`` (factored): each request carries, per cut, the suggestions its session was
+shown and dismissed that the cut carries on (:class:`specialists.tab.loop.factored.Dismissals`),
+evidence on its rightness read through the session's taste."""
+HITS = False
+"""``--hits`` (factored): each request carries how its session's recent cuts fared against
+what was then typed (:class:`specialists.tab.loop.factored.Hits`), an input of the rightness
+model, kept per edit session as the server would keep it."""
 
 
 def new_world(seed: int = 0) -> Any:
@@ -231,10 +239,12 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     reads who asks (``by_session``, :func:`factored_decider`) gets each request's person and
     ``tastes`` (a :class:`~specialists.tab.loop.factored.Tastes`, or None), which records
     each right cut shown and whether it was accepted."""
-    from specialists.tab.loop.factored import typed_next
+    from specialists.tab.loop.factored import Dismissals, Hits, typed_next
 
     if world is None:
         world = new_world()
+    hits = Hits() if HITS else None  # each session's record of how its cuts fared (--hits)
+    dismissals = Dismissals() if DISMISSALS else None  # and of what it dismissed (--dismissals)
     ids = [person_id(pair_key(p)) for p in pairs]
     sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT,
                          person=world.person(pid) if world is not None else None), pair_key(p))
@@ -273,6 +283,14 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 seen[i] = session.clock
                 obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
                                                               clocks[ids[i]], req.cursor))
+        if hits is not None or dismissals is not None:
+            for j, i in enumerate(active):
+                session = sessions[i][0]
+                where = (session.place, session.remaining())
+                if hits is not None:
+                    obs[j] = obs[j].with_hits(hits.request(i, *where, obs[j]))
+                if dismissals is not None:
+                    obs[j] = obs[j].with_dismissed(dismissals.request(i, *where, obs[j]))
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
             decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
         elif getattr(decide, "by_session", False):  # the server's own per-session record
@@ -284,7 +302,11 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
             right = typed_next(o, session.remaining(), req.cursor) if labels or tastes is not None else None
+            where = (session.place, session.remaining()) if dismissals is not None else None
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
+            if where is not None and sug is not None and step.outcome.shown and not step.outcome.accepted \
+                    and not sug.jump and sug.start == sug.end == req.cursor:
+                dismissals.dismissed(i, *where, sug.text)
             step.right = right  # type: ignore[attr-defined]
             if tastes is not None and sug is not None and step.outcome.shown and right[d.index - 1]:
                 tastes.record(str(ids[i]), len(sug.text), step.outcome.accepted)
@@ -594,7 +616,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
     from specialists.tab.loop.factored import FactoredCuts
 
     factored = FactoredCuts.for_reward(reward, prior=args.taste_prior, taste=args.taste, spread=args.taste_spread,
-                                       right_model=args.right_model, seed=seed) if learner == "factored" else None
+                                       right_model=args.right_model, calibrate=args.calibrate,
+                                       seed=seed) if learner == "factored" else None
     stale = learner == "ppo_stale"
     per_turn = args.stale_events_per_turn if stale and args.stale_events_per_turn else args.events_per_turn
     ppo = PPOConfig(epochs=args.epochs, minibatches=args.minibatches, clip=args.clip,
@@ -843,7 +866,7 @@ def plot(rows: list[dict], path: Path, starts: list[str], learners: list[str]) -
 
 
 def main(argv: list[str] | None = None) -> dict:
-    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS
+    global MAX_PER_PAIR, ASK_AFTER_EDIT, POPULATION, PEOPLE, PERSONAL, MEASURE_WORLDS, HITS, DISMISSALS
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", help="directory of NAME.jsonl.gz commit files")
     p.add_argument("--project", required=True, help="the held-out project (DATA/NAME.jsonl.gz) deployed on")
@@ -889,6 +912,17 @@ def main(argv: list[str] | None = None) -> dict:
                         "(off: its posterior mean, greedy; collection always draws)")
     p.add_argument("--right-model", choices=["logistic", "net"], default="logistic",
                    help="factored: P(right) by a logistic regression or a small network (two hidden layers)")
+    p.add_argument("--hits", action=argparse.BooleanOptionalAction, default=False,
+                   help="factored: the rightness model also reads how the session's recent cuts fared against what "
+                        "was typed next (specialists.tab.loop.factored.Hits); off by default, as the earlier figures ran")
+    p.add_argument("--dismissals", action=argparse.BooleanOptionalAction, default=False,
+                   help="factored: a suggestion the session was shown and dismissed is evidence against the cuts that "
+                        "carry it on, as much as the session's taste says (one who takes right lines dismissed a wrong "
+                        "one); off by default, as the earlier figures ran")
+    p.add_argument("--calibrate", type=float, default=0.0, metavar="SHARE",
+                   help="factored: calibrate P(right) on this share of the latest rows, predicted by a model fitted "
+                        "on the rows before them (a logistic regression on its logit and the cut's log length); "
+                        "0: none, as the earlier figures ran")
     p.add_argument("--taste-prior", type=float, default=2.0,
                    help="factored, bands: pseudo-counts of a session's taken share at the share over everyone")
     p.add_argument("--taste-spread", type=float, default=1.5,
@@ -964,6 +998,8 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--gate-edits gates the policy's updates only; with --lm the LM's would ship ungated")
     if args.gate_edits < 0:
         p.error("--gate-edits must be 0 (no gate) or more")
+    if not 0.0 <= args.calibrate < 1.0:
+        p.error(f"--calibrate {args.calibrate}: a share of the rightness rows, at least 0 and under 1")
     if not 0.0 <= args.explore <= 1.0:
         p.error(f"--explore {args.explore}: a share of draws, between 0 and 1")
     seeds = [int(s) for s in args.seeds.split(",") if s]
@@ -972,6 +1008,8 @@ def main(argv: list[str] | None = None) -> dict:
     PEOPLE = max(1, args.people)
     MEASURE_WORLDS = max(1, args.measure_worlds)
     PERSONAL = args.personal
+    HITS = args.hits
+    DISMISSALS = args.dismissals
     if args.population:
         from specialists.tab.users import PopulationError, load_population
 

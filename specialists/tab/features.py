@@ -135,6 +135,14 @@ class Observation:
     personal: Any = None
     """(P,) float32: the session's and project's history (:mod:`specialists.tab.personal`),
     set per request by whoever keeps it; None reads as zeros (no personal input)."""
+    hits: Any = None
+    """(H,) float32: how this session's recent cuts fared against what was typed
+    (:class:`specialists.tab.loop.factored.Hits`), read only by the factored learner's
+    rightness model; None: not kept (that model then reads no such input)."""
+    dismissed: Any = None
+    """Per action row, the lengths of this session's recent suggestions, shown and dismissed,
+    that the row's cut carries on (:class:`specialists.tab.loop.factored.Dismissals`); None:
+    not kept."""
 
     def suggestion(self, i: int) -> Suggestion:
         """Action row ``i`` as the edit it shows."""
@@ -149,6 +157,16 @@ class Observation:
         import numpy as np
 
         return replace(self, dynamic=np.array(dynamic_features(req), dtype=np.float32))
+
+    def with_hits(self, values: Any) -> "Observation":
+        """A copy whose ``hits`` are ``values`` (:meth:`~specialists.tab.loop.factored.Hits.request`)."""
+        import numpy as np
+
+        return replace(self, hits=None if values is None else np.asarray(values, dtype=np.float32))
+
+    def with_dismissed(self, values: Any) -> "Observation":
+        """A copy whose ``dismissed`` are ``values`` (:meth:`~specialists.tab.loop.factored.Dismissals.request`)."""
+        return replace(self, dismissed=values)
 
     def with_personal(self, values: Any) -> "Observation":
         """A copy whose personal features are ``values`` (:meth:`personal.Tracker.request`)."""

@@ -309,6 +309,14 @@ class Session:
             return False, -1  # nothing but blanks: not worth a tab
         return True, k2
 
+    @property
+    def place(self) -> int:
+        """Which hunk the pending request is typed in (the place :meth:`remaining` is the rest
+        of)."""
+        if self._pending is None:
+            raise RuntimeError("no pending request")
+        return self._pending[0]
+
     def next_edit_at(self) -> int | None:
         """Where the person's next edit elsewhere begins, at a request made when a hunk is
         done: the next hunk's first changed character (None: not such a request, or the

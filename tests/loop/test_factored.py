@@ -3,12 +3,14 @@ per-session, per-length taken share learnt by Thompson sampling."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from specialists.tab.context_copy import Candidate
 from specialists.tab.features import ACTION_FEATURES, DYNAMIC_FEATURES, STATIC_STATE, Observation
-from specialists.tab.loop.factored import (BANDS, FactoredCuts, Logistic, Net, Tastes, band, latent_kinds,
+from specialists.tab.loop.factored import (BANDS, HIT_FEATURES, Dismissals, FactoredCuts, Hits, Logistic, Net, Tastes, band, latent_kinds,
                                           right_features, typed_next)
 from specialists.tab.rewards import KeptReward
 
@@ -245,3 +247,104 @@ def test_a_factored_learner_with_a_network_shows_the_right_cuts() -> None:
     assert isinstance(model.right, Net)
     assert model.choose_many([_obs(0.0)], False)[0] == 0  # a wrong cut is not worth a dismissal
     assert model.right.prob(right_features(_obs(1.0)))[0] > 0.9
+
+
+def test_hits_settle_each_cut_by_what_was_typed_since_and_only_by_that() -> None:
+    hits = Hits(long=16, decay=1.0)
+    obs = _obs(1.0)  # cuts "return" (6) and the whole TEXT (32)
+    first = hits.request("s", 0, TEXT + "\n", obs)
+    assert first.tolist() == [0.0, 0.0, 0.0, 0.5, 0.0]  # nothing settled yet: no history
+    # eight characters typed: "return" is settled right, the long cut still open (a request
+    # with no cut of its own in between)
+    bare = replace(obs, actions=np.zeros((0, len(ACTION_FEATURES)), np.float32), rows=np.zeros((0, 2), np.int32))
+    after = hits.request("s", 0, (TEXT + "\n")[8:], bare)
+    assert after[0] == 0.0  # the first request is not settled until its long cut is
+    # the rest of the line typed: the first request's long cut was right
+    third = hits.request("s", 0, "\n", obs)
+    names = dict(zip(HIT_FEATURES, third))
+    assert names["log_resolved"] == pytest.approx(np.log1p(1.0))
+    assert names["log_long_right"] == pytest.approx(np.log1p(1.0)) and names["log_long_wrong"] == 0.0
+    assert names["mean_log_best"] == pytest.approx(np.log1p(len(TEXT)))
+    # a session that types something else: its long cuts part from what it types, settled wrong
+    other = Hits(long=16, decay=1.0)
+    other.request("t", 0, "return compute_sum(x)\n", obs)
+    wrong = dict(zip(HIT_FEATURES, other.request("t", 0, "x)\n", obs)))
+    assert wrong["log_long_wrong"] == pytest.approx(np.log1p(1.0)) and wrong["log_long_right"] == 0.0
+    assert wrong["long_right_share"] < 0.5 < names["long_right_share"]
+    assert wrong["mean_log_best"] == pytest.approx(np.log1p(6))  # "return" was right
+    # a place whose rest ends inside the long cut: once the person is typing elsewhere, all
+    # of that rest was typed and the long cut was not; sessions are apart
+    moved = Hits(long=16, decay=1.0)
+    moved.request("u", 0, TEXT[:12], obs)
+    far = dict(zip(HIT_FEATURES, moved.request("u", 1, "anything", obs)))
+    assert far["log_long_wrong"] == pytest.approx(np.log1p(1.0))
+    assert hits.request("new", 0, TEXT, obs)[0] == 0.0
+
+
+def test_right_features_read_hits_where_the_observation_carries_them() -> None:
+    obs = _obs(1.0)
+    plain = right_features(obs)
+    with_hits = right_features(obs.with_hits(np.arange(len(HIT_FEATURES), dtype=np.float32)))
+    assert with_hits.shape == (2, plain.shape[1] + 2 * len(HIT_FEATURES))
+    assert np.array_equal(with_hits[:, : plain.shape[1]], plain)
+    assert with_hits[1, plain.shape[1] + 2] == 2.0
+    assert with_hits[1, -1] == pytest.approx(4.0 * np.log1p(len(TEXT)))
+
+
+def test_calibration_reads_how_right_the_latest_rows_were_by_length() -> None:
+    # the earlier events: both cuts right with the signal; the latest fifth: only the short one
+    events = _events(2000, seed=3)
+    late = [(o, [labels[0], False], i, a, k) for o, labels, i, a, k in _events(500, seed=4)]
+    plain = FactoredCuts.for_reward(KeptReward())
+    plain.update(events + late)
+    calibrated = FactoredCuts.for_reward(KeptReward(), calibrate=0.2)
+    calibrated.update(events + late)
+    x, chars = right_features(_obs(1.0)), [6, len(TEXT)]
+    before, after = plain.right_prob(x, chars), calibrated.right_prob(x, chars)
+    assert after[1] < 0.2 < before[1]  # the long cut: right far less often of late
+    assert after[0] > 0.8  # the short one still right
+    with pytest.raises(ValueError, match="calibrate"):
+        FactoredCuts(calibrate=1.0)
+
+
+def _carrying(text: str) -> Observation:
+    """One candidate ``text`` at the cursor, cut after its first word and whole."""
+    obs = _obs(1.0)
+    cand = Candidate(text=text, source="file", start=CURSOR, end=CURSOR)
+    return replace(obs, candidates=[cand], rows=np.array([[0, text.index(" ")], [0, len(text)]], np.int32))
+
+
+def test_dismissals_follow_a_suggestion_while_the_typing_keeps_to_it() -> None:
+    d = Dismissals()
+    d.dismissed("s", 0, TEXT + "\n", TEXT)
+    # three characters typed along it: the whole cut carries the dismissed one on, the word does not
+    assert d.request("s", 0, (TEXT + "\n")[3:], _carrying(TEXT[3:])) == [(), (len(TEXT),)]
+    # typing that parts from it lets it go, for good
+    assert d.request("s", 0, "x" + (TEXT + "\n")[4:], _carrying(TEXT[4:])) == [(), ()]
+    assert d.request("s", 0, (TEXT + "\n")[5:], _carrying(TEXT[5:])) == [(), ()]
+    # another place lets it go; another session never had it
+    d.dismissed("t", 0, TEXT, TEXT)
+    assert d.request("t", 1, TEXT, _carrying(TEXT)) == [(), ()]
+    assert d.request("u", 0, TEXT, _carrying(TEXT)) == [(), ()]
+
+
+@pytest.mark.parametrize("takes_long", [True, False])
+def test_a_dismissal_speaks_against_rightness_as_much_as_the_persons_taste_says(takes_long: bool) -> None:
+    model = FactoredCuts.for_reward(KeptReward())
+    rng = np.random.default_rng(5)  # with the signal, both cuts right half the time
+    events = []
+    for obs, labels, index, accepted, kept in _events(1000):
+        right = bool(labels[0] and rng.random() < 0.5)
+        events.append((obs, [right, right], index, accepted, kept))
+    model.update(events)
+    model.pooled[band(len(TEXT))] = [95.0, 5.0] if takes_long else [2.0, 98.0]
+    obs = _obs(1.0)
+    before = model.expected(obs)
+    after = model.expected(obs.with_dismissed([(), (len(TEXT),)]))
+    assert after[0] == pytest.approx(before[0])  # the short cut does not carry the dismissed one on
+    q_before = (before[1] - model.dismiss) / (model.per_char * model.kept_share * len(TEXT) - model.dismiss)
+    q_after = (after[1] - model.dismiss) / (model.per_char * model.kept_share * len(TEXT) - model.dismiss)
+    if takes_long:  # one who takes right lines dismissed it: it was likely wrong
+        assert q_after < 0.2 * q_before
+    else:  # one who seldom takes a long one says little by dismissing it
+        assert q_after > 0.9 * q_before

@@ -94,16 +94,20 @@ def test_exploring_collection_runs_and_a_share_out_of_range_is_refused(toy_data:
     assert explored["collect_show"] > plain["collect_show"]
     done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--explore", "1.5")
     assert done.returncode == 2 and "--explore 1.5" in done.stderr
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "factored", "--calibrate", "1.5")
+    assert done.returncode == 2 and "--calibrate 1.5" in done.stderr
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("shape", [["--taste-prior", "1"], ["--taste", "mixture", "--right-model", "net"]])
+@pytest.mark.parametrize("shape", [["--taste-prior", "1"], ["--taste", "mixture", "--right-model", "net"],
+                                   ["--taste", "mixture", "--dismissals", "--hits", "--calibrate", "0.2"]])
 def test_the_factored_learner_learns_rightness_from_every_cut_and_tastes_per_session(
         toy_data: Path, tmp_path: Path, shape: list[str]) -> None:
     """``--learner factored`` (issue 35, line 2): every collected request labels each of its cuts
     (typed next or not), so the rightness model learns from more rows than events; the shown
     right cuts feed the taken shares; the policy itself is not updated. With bands, or with
-    kinds of taste and a network for rightness."""
+    kinds of taste and a network for rightness; or with what a session dismissed, how its
+    recent cuts fared, and a calibration of P(right)."""
     done = _run(toy_data, tmp_path, "--turns", "2", "--learner", "factored", "--personal", "--ask-after-edit",
                 *shape)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -114,7 +118,9 @@ def test_the_factored_learner_learns_rightness_from_every_cut_and_tastes_per_ses
     assert second["taken_rows"] >= first["taken_rows"]
     assert all(0 < first[f"taken_band{b}"] < 1 for b in range(4))
     assert len(run["rows"]) == 3 and first["taste_kinds"] >= 1
-    if "mixture" in shape:
+    if "--dismissals" in shape:
+        assert run["args"]["dismissals"] and run["args"]["hits"] and run["args"]["calibrate"] == 0.2
+    elif "mixture" in shape:
         assert run["args"]["taste"] == "mixture" and run["args"]["right_model"] == "net"
     else:
         assert run["args"]["taste_prior"] == 1.0 and first["taste_kinds"] == 1  # bands: no kinds

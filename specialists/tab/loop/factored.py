@@ -48,8 +48,8 @@ from typing import Any, Sequence
 
 from specialists.tab.features import STATE_FEATURES, Observation, state_vector
 
-__all__ = ["Logistic", "Net", "FactoredCuts", "Tastes", "BANDS", "TASTES", "RIGHT_MODELS", "band", "latent_kinds",
-           "right_features", "typed_next"]
+__all__ = ["Logistic", "Net", "FactoredCuts", "Tastes", "Hits", "Dismissals", "BANDS", "TASTES", "RIGHT_MODELS", "HIT_FEATURES",
+           "band", "latent_kinds", "right_features", "typed_next"]
 
 TASTES = ("bands", "curve", "mixture")
 """The shapes of a session's taken share (:class:`FactoredCuts`'s ``taste``)."""
@@ -112,15 +112,168 @@ def _lengths_taken(shown: Sequence[tuple[int, bool]]) -> tuple[Any, list[bool]]:
     return np.log1p([c for c, _ in shown]), [a for _, a in shown]
 
 
+def _calibration_inputs(p: Any, log_len: Any) -> Any:
+    """What the calibration of P(right) reads (``FactoredCuts(calibrate=...)``): the model's
+    logit, the cut's log length, the two multiplied."""
+    import numpy as np
+
+    p = np.clip(np.asarray(p, np.float64), 1e-4, 1 - 1e-4)
+    z = np.log(p / (1 - p))
+    log_len = np.asarray(log_len, np.float64)
+    return np.stack([z, log_len, z * log_len], axis=1)
+
+
 def right_features(obs: Observation) -> Any:
     """Per cut (action row): its action features, log length, the two multiplied, and the
-    request's state (static and dynamic; not the personal history)."""
+    request's state (static and dynamic; not the personal history); where the observation
+    carries :class:`Hits` (``obs.hits``), those too, alone and times the log length."""
     import numpy as np
 
     x = np.asarray(obs.actions, np.float64)
     lens = np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))])[:, None]
     state = np.asarray(state_vector(obs), np.float64)[: len(STATE_FEATURES)]
-    return np.concatenate([x, lens, x * lens, np.broadcast_to(state, (len(x), len(state)))], axis=1)
+    parts = [x, lens, x * lens, np.broadcast_to(state, (len(x), len(state)))]
+    if obs.hits is not None:
+        hits = np.broadcast_to(np.asarray(obs.hits, np.float64), (len(x), len(obs.hits)))
+        parts += [hits, hits * lens]
+    return np.concatenate(parts, axis=1)
+
+
+HIT_FEATURES = ("log_resolved", "log_long_right", "log_long_wrong", "long_right_share", "mean_log_best")
+"""What :meth:`Hits.request` returns, in order."""
+
+
+@dataclass
+class Hits:
+    """Per editor session, how the cuts the server had on offer lately fared against what the
+    person then typed (issue 35): where this session's long cuts kept turning out right, the
+    next long one is likelier right; where they kept going wrong — a file the model reads
+    badly —, less likely. Copilot's filter weighs the previous label most (PRIOR_ART.md);
+    this is that label for the model's own cuts, shown or not, read as
+    :func:`typed_next` reads them.
+
+    :meth:`request` takes each request's place (which hunk; any key) and ``rest`` (what is
+    typed from the cursor on there). Of ``rest`` it reads only what a server has seen by
+    then: the difference between an earlier request's rest and this one's — the characters
+    typed (or accepted) in between —, or, once the person is typing elsewhere, the whole of
+    the earlier place's rest. A cut is settled right once that text starts with it, wrong
+    once the two part, or once the person moved on before typing it all. A request is
+    settled when all of its cuts are; then it counts, its weight fading by ``decay`` per
+    later settled request: whether it had a cut of ``long`` characters or more that was
+    right, or had such cuts and none was right, and the log length of its longest right cut.
+    ``most``: requests left unsettled per session beyond this are dropped (oldest first);
+    ``max_keys``: sessions kept (least recently used dropped)."""
+
+    long: int = 16
+    decay: float = 0.9
+    most: int = 32
+    max_keys: int = 10_000
+    _open: "OrderedDict[Any, list]" = field(default_factory=OrderedDict, init=False, repr=False)
+    _counts: dict = field(default_factory=dict, init=False, repr=False)
+
+    @staticmethod
+    def _verdict(cut: str, typed: str, done: bool) -> bool | None:
+        k = min(len(cut), len(typed))
+        if cut[:k] != typed[:k]:
+            return False
+        if len(typed) >= len(cut):
+            return True
+        return False if done else None
+
+    def request(self, session: Any, place: Any, rest: str, obs: Observation) -> Any:
+        """This request's features (:data:`HIT_FEATURES`) from what ``session``'s earlier
+        requests turned out to be, settled by what was typed since; then ``obs``'s cuts at
+        the cursor are kept open to be settled by what comes next."""
+        import numpy as np
+
+        pending = self._open.get(session)
+        if pending is None:
+            pending = self._open[session] = []
+            self._counts[session] = [0.0, 0.0, 0.0, 0.0]
+            while len(self._open) > self.max_keys:
+                self._counts.pop(self._open.popitem(last=False)[0], None)
+        else:
+            self._open.move_to_end(session)
+        counts = self._counts[session]
+        still = []
+        for where, before, cuts in pending:
+            done = where != place or not before.endswith(rest)
+            typed = before if done else before[: len(before) - len(rest)]
+            verdicts = [self._verdict(c, typed, done) for c in cuts]
+            if any(v is None for v in verdicts):
+                still.append((where, before, cuts))
+                continue
+            right = [len(c) for c, v in zip(cuts, verdicts) if v]
+            has_long = any(len(c) >= self.long for c in cuts)
+            long_right = any(n >= self.long for n in right)
+            for j, add in enumerate((1.0, float(long_right), float(has_long and not long_right),
+                                     math.log1p(max(right, default=0)))):
+                counts[j] = counts[j] * self.decay + add
+        texts = [t for t in (_completion(obs, i) for i in range(len(obs.rows))) if t]
+        if texts:
+            still.append((place, rest, sorted(set(texts))))
+        self._open[session] = still[-self.most:]
+        n, lr, lw, best = counts
+        return np.array([math.log1p(n), math.log1p(lr), math.log1p(lw), (lr + 0.5) / (lr + lw + 1.0),
+                         best / n if n > 0 else 0.0], np.float32)
+
+
+def _completion(obs: Observation, i: int) -> str:
+    """Row ``i``'s text where it is a completion at the cursor, else ""."""
+    s = obs.suggestion(i)
+    return s.text if s.text and not s.jump and s.start == s.end == obs.cursor else ""
+
+
+@dataclass
+class Dismissals:
+    """Per editor session, the suggestions it was shown lately and dismissed, followed as the
+    person types on (issue 35): while what they type keeps to a dismissed suggestion, a cut
+    that carries it on — its text starts with the part not yet typed — is the same guess
+    again, and the dismissal is evidence on it. How much, the person's taste says
+    (:meth:`FactoredCuts.expected`): someone who takes every right line they are shown and
+    dismissed this one says it is wrong; someone who takes only a word says nothing of its
+    rightness. Places and rests are read as :class:`Hits` reads them (only what was typed
+    in between); a dismissed suggestion is let go once the typing parts from it, reaches its
+    end, or moves elsewhere. ``most``: dismissals kept per session; ``max_keys``: sessions."""
+
+    most: int = 8
+    max_keys: int = 10_000
+    _kept: "OrderedDict[Any, list]" = field(default_factory=OrderedDict, init=False, repr=False)
+
+    def request(self, session: Any, place: Any, rest: str, obs: Observation) -> list[tuple[int, ...]]:
+        """Per row of ``obs``, the shown lengths of the session's dismissed suggestions its cut
+        carries on (empty where none)."""
+        live, ahead = [], []
+        for where, before, text in self._kept.get(session, []):
+            if where != place or not before.endswith(rest):
+                continue
+            typed = before[: len(before) - len(rest)]
+            if not text.startswith(typed) or len(typed) >= len(text):
+                continue
+            live.append((where, before, text))
+            ahead.append((text[len(typed):], len(text)))
+        if session in self._kept:
+            self._kept[session] = live
+        out = []
+        for i in range(len(obs.rows)):
+            cut = _completion(obs, i)
+            out.append(tuple(n for left, n in ahead if cut and cut.startswith(left)))
+        return out
+
+    def dismissed(self, session: Any, place: Any, rest: str, text: str) -> None:
+        """``session`` was shown ``text`` (a completion at the cursor) at the request made at
+        ``place`` with ``rest`` to come, and dismissed it."""
+        if not text:
+            return
+        kept = self._kept.get(session)
+        if kept is None:
+            kept = self._kept[session] = []
+            while len(self._kept) > self.max_keys:
+                self._kept.popitem(last=False)
+        else:
+            self._kept.move_to_end(session)
+        kept.append((place, rest, text))
+        del kept[:-self.most]
 
 
 def typed_next(obs: Observation, rest: str, cursor: int) -> list[bool]:
@@ -390,7 +543,13 @@ class FactoredCuts:
     record, :meth:`_kinds`; a session is of each kind as likely as what it did says, and is
     served by a kind drawn so; without that record, one kind: everyone's curve).
     ``max_rows``: the rightness model learns from the latest this many candidates;
-    ``right_model``: :class:`Logistic` (``logistic``) or a small network (:class:`Net`, ``net``)."""
+    ``right_model``: :class:`Logistic` (``logistic``) or a small network (:class:`Net`, ``net``).
+    ``calibrate``: the share of the latest rows held out to calibrate P(right) on (0: none):
+    a model fitted on the rows before them predicts them, and a logistic regression of what
+    was right on its logit, the cut's log length and the two multiplied maps every later
+    prediction (:meth:`right_prob`). The history a version serves comes after the one it
+    learnt from, and there a long cut the model rates likely is right far less often than it
+    says; this reads by how much, as the latest rows show it."""
 
     per_char: float = 0.1
     accept: float = 0.75
@@ -402,6 +561,7 @@ class FactoredCuts:
     spread: float = 1.5
     max_rows: int = 300_000
     right_model: str = "logistic"
+    calibrate: float = 0.0
     seed: int = 0
     right: Any = field(init=False)
     fitted: bool = field(init=False, default=False)
@@ -424,6 +584,10 @@ class FactoredCuts:
         self._mixture = [(1.0, np.zeros(2), np.eye(2) * self.spread)]  # kinds of taste: (share, curve, cov. factor)
         self._rx: list[Any] = []
         self._ry: list[Any] = []
+        self._rl: list[Any] = []  # each row's log length (the calibration's input)
+        self._calibration: Logistic | None = None
+        if not 0.0 <= self.calibrate < 1.0:
+            raise ValueError(f"FactoredCuts: calibrate {self.calibrate} is a share of rows, at least 0 and under 1")
         self._kept = 0.0
         self._accepted_chars = 0.0
         self._rng = np.random.default_rng(self.seed)
@@ -461,6 +625,7 @@ class FactoredCuts:
                 raise ValueError(f"FactoredCuts.update: {len(labels)} labels for {len(obs.rows)} cuts")
             self._rx.append(right_features(obs))
             self._ry.append(np.asarray(labels, np.float64))
+            self._rl.append(np.log1p([len(obs.suggestion(i).text) for i in range(len(obs.rows))]))
             if index > 0:
                 chars = len(obs.suggestion(index - 1).text)
                 if accepted:
@@ -471,12 +636,16 @@ class FactoredCuts:
                     self._pooled_shown.append((chars, bool(accepted)))
         if not self._rx:
             raise ValueError("FactoredCuts.update: no event with a cut to learn from")
-        rx, ry = np.concatenate(self._rx), np.concatenate(self._ry)
+        rx, ry, rl = np.concatenate(self._rx), np.concatenate(self._ry), np.concatenate(self._rl)
         if len(ry) > self.max_rows:  # keep the latest
-            rx, ry = rx[-self.max_rows:], ry[-self.max_rows:]
-        self._rx, self._ry = [rx], [ry]
+            rx, ry, rl = rx[-self.max_rows:], ry[-self.max_rows:], rl[-self.max_rows:]
+        self._rx, self._ry, self._rl = [rx], [ry], [rl]
         if self.right.dim != rx.shape[1]:
             self.right = self._new_right(rx.shape[1])
+        held = int(len(ry) * self.calibrate)
+        if held >= 200 and len(ry) - held >= 200:  # fitted on the earlier rows, read on the latest
+            early = self._new_right(rx.shape[1]).fit(rx[:-held], ry[:-held])
+            self._calibration = Logistic(3).fit(_calibration_inputs(early.prob(rx[-held:]), rl[-held:]), ry[-held:])
         self.right.fit(rx, ry)
         if self._pooled_shown:
             self._curve = curve_fit(*_lengths_taken(self._pooled_shown), np.zeros(2), np.eye(2) * 0.01)
@@ -595,6 +764,16 @@ class FactoredCuts:
         w = self.curve(session, tastes, explore)
         return _sigmoid(w[0] + w[1] * x)
 
+    def right_prob(self, features: Any, chars: Any) -> Any:
+        """P(right) of cuts of ``chars`` characters with :func:`right_features` ``features``:
+        the rightness model's, through the calibration where there is one (``calibrate``)."""
+        import numpy as np
+
+        p = self.right.prob(features)
+        if self._calibration is None:
+            return p
+        return self._calibration.prob(_calibration_inputs(p, np.log1p(np.asarray(chars, np.float64))))
+
     def expected(self, obs: Observation, session: str | None = None, tastes: Tastes | None = None,
                  explore: bool = False) -> Any:
         """Each cut's expected reward if shown to ``session`` (a (rows,) array)."""
@@ -603,7 +782,17 @@ class FactoredCuts:
         if not len(obs.rows):
             return np.zeros(0)
         chars = np.array([len(obs.suggestion(i).text) for i in range(len(obs.rows))])
-        q = self.right.prob(right_features(obs)) * self.taken_probs(chars, session, tastes, explore)
+        right = self.right_prob(right_features(obs), chars)
+        seen = [n for row in obs.dismissed or () for n in row]
+        if seen:  # one draw of taste for the cuts and the dismissals alike
+            taken_all = self.taken_probs(np.concatenate([chars, seen]), session, tastes, explore)
+            taken, missed = taken_all[: len(chars)], iter(1.0 - taken_all[len(chars):])
+            # each dismissal of what a cut carries on: P(dismissed | right) = 1 - taken, | wrong = 1
+            ratio = np.array([math.prod(next(missed) for _ in row) for row in obs.dismissed])
+            right = right * ratio / (right * ratio + 1.0 - right)
+        else:
+            taken = self.taken_probs(chars, session, tastes, explore)
+        q = right * taken
         gain = self.per_char * self.kept_share * chars if self.per_char > 0 else np.full(len(chars), self.accept)
         return q * gain + (1 - q) * self.dismiss
 
