@@ -998,6 +998,8 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--gate-edits gates the policy's updates only; with --lm the LM's would ship ungated")
     if args.gate_edits < 0:
         p.error("--gate-edits must be 0 (no gate) or more")
+    if (args.hits or args.dismissals or args.calibrate) and "factored" not in learners:
+        p.error("--hits, --dismissals and --calibrate are inputs of the factored learner: add factored to --learner")
     if not 0.0 <= args.calibrate < 1.0:
         p.error(f"--calibrate {args.calibrate}: a share of the rightness rows, at least 0 and under 1")
     if not 0.0 <= args.explore <= 1.0:

@@ -96,6 +96,8 @@ def test_exploring_collection_runs_and_a_share_out_of_range_is_refused(toy_data:
     assert done.returncode == 2 and "--explore 1.5" in done.stderr
     done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "factored", "--calibrate", "1.5")
     assert done.returncode == 2 and "--calibrate 1.5" in done.stderr
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "ppo", "--dismissals")
+    assert done.returncode == 2 and "add factored to --learner" in done.stderr
 
 
 @pytest.mark.timeout(600)
