@@ -283,30 +283,28 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 seen[i] = session.clock
                 obs[j] = obs[j].with_personal(tracker.request(str(ids[i]), session.pair.repo,
                                                               clocks[ids[i]], req.cursor))
-        if hits is not None or dismissals is not None:
-            for j, i in enumerate(active):
-                session = sessions[i][0]
-                where = (session.place, session.remaining())
-                if hits is not None:
-                    obs[j] = obs[j].with_hits(hits.request(i, *where, obs[j]))
-                if dismissals is not None:
-                    obs[j] = obs[j].with_dismissed(dismissals.request(i, *where, obs[j]))
+        # each request's place and what is to come there, read by the session records (--hits, --dismissals)
+        wheres = [(sessions[i][0].place, sessions[i][0].remaining()) for i in active] \
+            if hits is not None or dismissals is not None else []
+        for j, (i, where) in enumerate(zip(active, wheres)):
+            if hits is not None:
+                obs[j] = obs[j].with_hits(hits.request(i, *where, obs[j]))
+            if dismissals is not None:
+                obs[j] = obs[j].with_dismissed(dismissals.request(i, *where, obs[j]))
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
             decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
         elif getattr(decide, "by_session", False):  # the server's own per-session record
             decided = decide(obs, [str(ids[i]) for i in active], tastes)  # type: ignore[call-arg]
         else:
             decided = decide(obs)
-        for i, req, o, d in zip(active, reqs, obs, decided):
+        for j, (i, req, o, d) in enumerate(zip(active, reqs, obs, decided)):
             sug = o.suggestion(d.index - 1) if d.index > 0 else None
             session = sessions[i][0]
             line = session.remaining().split("\n", 1)[0] if typed else ""
             right = typed_next(o, session.remaining(), req.cursor) if labels or tastes is not None else None
-            where = (session.place, session.remaining()) if dismissals is not None else None
             step = Step(o, d.index, d.logprob, d.version, session.respond(sug), value=d.value, pair=i)
-            if where is not None and sug is not None and step.outcome.shown and not step.outcome.accepted \
-                    and not sug.jump and sug.start == sug.end == req.cursor:
-                dismissals.dismissed(i, *where, sug.text)
+            if dismissals is not None and sug is not None and step.outcome.shown and not step.outcome.accepted:
+                dismissals.dismissed(i, *wheres[j], sug, req.cursor)
             step.right = right  # type: ignore[attr-defined]
             if tastes is not None and sug is not None and step.outcome.shown and right[d.index - 1]:
                 tastes.record(str(ids[i]), len(sug.text), step.outcome.accepted)

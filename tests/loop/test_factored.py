@@ -13,6 +13,7 @@ from specialists.tab.features import ACTION_FEATURES, DYNAMIC_FEATURES, STATIC_S
 from specialists.tab.loop.factored import (BANDS, HIT_FEATURES, Dismissals, FactoredCuts, Hits, Logistic, Net, Tastes, band, latent_kinds,
                                           right_features, typed_next)
 from specialists.tab.rewards import KeptReward
+from specialists.tab.types import Suggestion
 
 TEXT = "return compute_total(items, tax)"  # 32 characters: a short cut (6) and a long one (32)
 CURSOR = 10
@@ -316,16 +317,20 @@ def _carrying(text: str) -> Observation:
 
 def test_dismissals_follow_a_suggestion_while_the_typing_keeps_to_it() -> None:
     d = Dismissals()
-    d.dismissed("s", 0, TEXT + "\n", TEXT)
+    d.dismissed("s", 0, TEXT + "\n", Suggestion(CURSOR, CURSOR, TEXT), CURSOR)
     # three characters typed along it: the whole cut carries the dismissed one on, the word does not
     assert d.request("s", 0, (TEXT + "\n")[3:], _carrying(TEXT[3:])) == [(), (len(TEXT),)]
     # typing that parts from it lets it go, for good
     assert d.request("s", 0, "x" + (TEXT + "\n")[4:], _carrying(TEXT[4:])) == [(), ()]
     assert d.request("s", 0, (TEXT + "\n")[5:], _carrying(TEXT[5:])) == [(), ()]
     # another place lets it go; another session never had it
-    d.dismissed("t", 0, TEXT, TEXT)
+    d.dismissed("t", 0, TEXT, Suggestion(CURSOR, CURSOR, TEXT), CURSOR)
     assert d.request("t", 1, TEXT, _carrying(TEXT)) == [(), ()]
     assert d.request("u", 0, TEXT, _carrying(TEXT)) == [(), ()]
+    # only a completion at the cursor is followed: a jump, or one elsewhere, is not
+    d.dismissed("v", 0, TEXT, Suggestion(CURSOR, CURSOR, TEXT, jump=True), CURSOR)
+    d.dismissed("v", 0, TEXT, Suggestion(CURSOR + 1, CURSOR + 1, TEXT), CURSOR)
+    assert d.request("v", 0, TEXT, _carrying(TEXT)) == [(), ()]
 
 
 @pytest.mark.parametrize("takes_long", [True, False])

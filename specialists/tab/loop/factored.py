@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from specialists.tab.features import STATE_FEATURES, Observation, state_vector
+from specialists.tab.types import Suggestion
 
 __all__ = ["Logistic", "Net", "FactoredCuts", "Tastes", "Hits", "Dismissals", "BANDS", "TASTES", "RIGHT_MODELS", "HIT_FEATURES",
            "band", "latent_kinds", "right_features", "typed_next"]
@@ -197,8 +198,7 @@ class Hits:
         counts = self._counts[session]
         still = []
         for where, before, cuts in pending:
-            done = where != place or not before.endswith(rest)
-            typed = before if done else before[: len(before) - len(rest)]
+            typed, done = _typed_since(where, before, place, rest)
             verdicts = [self._verdict(c, typed, done) for c in cuts]
             if any(v is None for v in verdicts):
                 still.append((where, before, cuts))
@@ -209,7 +209,7 @@ class Hits:
             for j, add in enumerate((1.0, float(long_right), float(has_long and not long_right),
                                      math.log1p(max(right, default=0)))):
                 counts[j] = counts[j] * self.decay + add
-        texts = [t for t in (_completion(obs, i) for i in range(len(obs.rows))) if t]
+        texts = [t for t in (_completion(obs.suggestion(i), obs.cursor) for i in range(len(obs.rows))) if t]
         if texts:
             still.append((place, rest, sorted(set(texts))))
         self._open[session] = still[-self.most:]
@@ -218,10 +218,19 @@ class Hits:
                          best / n if n > 0 else 0.0], np.float32)
 
 
-def _completion(obs: Observation, i: int) -> str:
-    """Row ``i``'s text where it is a completion at the cursor, else ""."""
-    s = obs.suggestion(i)
-    return s.text if s.text and not s.jump and s.start == s.end == obs.cursor else ""
+def _completion(s: Suggestion, cursor: int) -> str:
+    """``s``'s text where it is a completion at ``cursor``, else ""."""
+    return s.text if s.text and not s.jump and s.start == s.end == cursor else ""
+
+
+def _typed_since(where: Any, before: str, place: Any, rest: str) -> tuple[str, bool]:
+    """What a server has seen typed since a request made at ``where`` with ``before`` to come,
+    now that one at ``place`` has ``rest`` to come (:class:`Hits`, :class:`Dismissals`): the
+    characters between the two rests, and False; or, once the person is typing elsewhere,
+    the whole of ``before``, and True (they moved on)."""
+    if where != place or not before.endswith(rest):
+        return before, True
+    return before[: len(before) - len(rest)], False
 
 
 @dataclass
@@ -245,10 +254,8 @@ class Dismissals:
         carries on (empty where none)."""
         live, ahead = [], []
         for where, before, text in self._kept.get(session, []):
-            if where != place or not before.endswith(rest):
-                continue
-            typed = before[: len(before) - len(rest)]
-            if not text.startswith(typed) or len(typed) >= len(text):
+            typed, moved = _typed_since(where, before, place, rest)
+            if moved or not text.startswith(typed) or len(typed) >= len(text):
                 continue
             live.append((where, before, text))
             ahead.append((text[len(typed):], len(text)))
@@ -256,13 +263,15 @@ class Dismissals:
             self._kept[session] = live
         out = []
         for i in range(len(obs.rows)):
-            cut = _completion(obs, i)
+            cut = _completion(obs.suggestion(i), obs.cursor)
             out.append(tuple(n for left, n in ahead if cut and cut.startswith(left)))
         return out
 
-    def dismissed(self, session: Any, place: Any, rest: str, text: str) -> None:
-        """``session`` was shown ``text`` (a completion at the cursor) at the request made at
-        ``place`` with ``rest`` to come, and dismissed it."""
+    def dismissed(self, session: Any, place: Any, rest: str, shown: Suggestion, cursor: int) -> None:
+        """``session`` was shown ``shown`` at the request made at ``place`` (its cursor
+        ``cursor``) with ``rest`` to come, and dismissed it; only a completion at the cursor
+        is followed."""
+        text = _completion(shown, cursor)
         if not text:
             return
         kept = self._kept.get(session)
@@ -282,8 +291,8 @@ def typed_next(obs: Observation, rest: str, cursor: int) -> list[bool]:
     requests' text, for cuts it never showed as well as for the one it did."""
     out = []
     for i in range(len(obs.rows)):
-        s = obs.suggestion(i)
-        out.append(bool(s.text) and not s.jump and s.start == s.end == cursor and rest.startswith(s.text))
+        text = _completion(obs.suggestion(i), cursor)
+        out.append(bool(text) and rest.startswith(text))
     return out
 
 
