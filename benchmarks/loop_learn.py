@@ -165,14 +165,21 @@ def new_world(seed: int = 0) -> Any:
 
 
 def measure_rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
-                    reward: RewardConfig, totals: Totals) -> list[Step]:
+                    reward: RewardConfig, totals: Totals, serving: str = "personal") -> list[Step]:
     """The greedy replay of ``pairs`` every version is measured by: once per draw of people
     (``--measure-worlds``), each with fresh people and a fresh server record; a step's
-    ``pair`` is its (world, edit) unit, ``world * len(pairs) + edit``."""
+    ``pair`` is its (world, edit) unit, ``world * len(pairs) + edit``. ``serving`` (a decider
+    that reads who asks): ``personal`` — the server's per-session record where the run is
+    personal (:func:`new_tastes`); ``global`` — none; ``told`` — a record per kind of person,
+    the reference that knows who types (``--serve-also``)."""
+    from specialists.tab.loop.factored import Tastes
+
     steps: list[Step] = []
+    by_session = getattr(decide, "by_session", False)
     for w in range(MEASURE_WORLDS if POPULATION is not None else 1):
+        tastes = None if not by_session or serving == "global" else Tastes() if serving == "told" else new_tastes()
         part = rollout(pairs, cache, decide, reward, world=new_world(w), tracker=new_tracker(), totals=totals,
-                       tastes=new_tastes() if getattr(decide, "by_session", False) else None)
+                       tastes=tastes, told=serving == "told")
         for step in part:
             step.pair += w * len(pairs)
         steps += part
@@ -219,7 +226,8 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
             reward: RewardConfig, limit: int = 0,
             prompt_of: Callable[[str], tuple[list[int], str]] | None = None,
             typed: bool = False, world: Any = None, tracker: Any = None,
-            totals: Totals | None = None, labels: bool = False, tastes: Any = None) -> list[Step]:
+            totals: Totals | None = None, labels: bool = False, tastes: Any = None,
+            told: bool = False) -> list[Step]:
     """Replay ``pairs`` in lockstep (one batched decision per round), each for its first
     ``MAX_PER_PAIR`` requests; ``limit``: stop once that many steps are taken (the last
     round may overshoot; the caller cuts). ``world``: its people type the edits (None: a
@@ -238,7 +246,8 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     person typed it next (:func:`specialists.tab.loop.factored.typed_next`). A decider that
     reads who asks (``by_session``, :func:`factored_decider`) gets each request's person and
     ``tastes`` (a :class:`~specialists.tab.loop.factored.Tastes`, or None), which records
-    each right cut shown and whether it was accepted."""
+    each right cut shown and whether it was accepted; ``told``: that record is kept per kind
+    of person and the decider is told each request's kind (the reference that knows who types)."""
     from specialists.tab.loop.factored import Dismissals, Hits, typed_next
 
     if world is None:
@@ -249,6 +258,9 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT,
                          person=world.person(pid) if world is not None else None), pair_key(p))
                 for p, pid in zip(pairs, ids)]
+    def key_of(i: int) -> str:  # whose record a request reads: its person's, or (told) its kind's
+        return kind_of(sessions[i][0]) if told else str(ids[i])
+
     clocks: dict[int, float] = {}  # each person's own clock, across their sessions
     seen = [0.0] * len(sessions)  # each session's clock when last read
     active = list(range(len(sessions)))
@@ -294,7 +306,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
         if getattr(decide, "by_kind", False):  # a reference that knows who types (kind_decider)
             decided = decide(obs, [kind_of(sessions[i][0]) for i in active])  # type: ignore[call-arg]
         elif getattr(decide, "by_session", False):  # the server's own per-session record
-            decided = decide(obs, [str(ids[i]) for i in active], tastes)  # type: ignore[call-arg]
+            decided = decide(obs, [key_of(i) for i in active], tastes)  # type: ignore[call-arg]
         else:
             decided = decide(obs)
         for j, (i, req, o, d) in enumerate(zip(active, reqs, obs, decided)):
@@ -307,7 +319,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
                 dismissals.dismissed(i, *wheres[j], sug, req.cursor)
             step.right = right  # type: ignore[attr-defined]
             if tastes is not None and sug is not None and step.outcome.shown and right[d.index - 1]:
-                tastes.record(str(ids[i]), len(sug.text), step.outcome.accepted)
+                tastes.record(key_of(i), len(sug.text), step.outcome.accepted)
             step.person = kind_of(session)  # type: ignore[attr-defined]
             if tracker is not None and step.outcome.shown and sug is not None:
                 tracker.outcome(str(ids[i]), session.pair.repo, step.outcome.accepted, len(sug.text),
@@ -417,6 +429,32 @@ def factored_decider(model: Any, explore: bool) -> DecideMany:
         return [Decision(i) for i in model.choose_many(obs, explore, sessions, tastes)]
     decide.by_session = True  # type: ignore[attr-defined]
     return decide  # type: ignore[return-value]
+
+
+def serving_figures(model: Any, pairs: Sequence[Pair], cache: ObservationCache, reward: RewardConfig,
+                    draws: bool) -> dict[str, dict]:
+    """``--serve-also``: the last factored version (its rightness model, its kinds of taste) served
+    other ways to the same people, beside the run's own measurement and without changing the
+    run (:meth:`FactoredCuts.aside`): ``global`` — everyone's taste, no per-session record;
+    ``as_kind{k}`` — everyone served as of kind k (kinds from fewest right long cuts taken to
+    most): single global policies, one per kind, each serving its kind as well as a policy
+    told who types would; ``as_mixture`` — everyone served as a person of no record (the
+    kinds weighted by their shares): the single policy best for a person drawn at random, as
+    the learner reads the kinds; ``told`` — each person served by their kind's record (knows who
+    types; ``draws`` as the personal version serves). Per serving: reward per request over
+    everyone and per kind (:func:`per_person`, with its per-edit sums for pairing)."""
+    out: dict[str, dict] = {}
+    with model.aside():
+        kinds = len(model.kind_curves())
+        modes = [("global", None, "global")] + [(f"as_kind{k}", k, "global") for k in range(kinds)] + \
+            ([("as_mixture", "mixture", "global")] if kinds > 1 else []) + [("told", None, "told")]
+        for name, kind, serving in modes:
+            model.serve_as = kind
+            totals = Totals()
+            steps = measure_rollout(pairs, cache, factored_decider(model, draws and serving == "told"), reward,
+                                    totals, serving=serving)
+            out[name] = {"everyone": round(measure(steps)["reward"], 5), **per_person(steps, totals)}
+    return out
 
 
 def bandit_decider(bandit: Any, explore: bool) -> DecideMany:
@@ -655,6 +693,8 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
                                "personal": PERSONAL}
         if POPULATION is not None:
             row["per_person"] = per_person(measured, totals)
+        if args.serve_also and factored is not None and turn == args.turns:  # the version compared
+            row["serving"] = serving_figures(factored, measure_pairs, here, reward, PERSONAL and args.serve_draws)
         if lm_learner is not None:
             row["measure_seconds"] = round(time.monotonic() - t0, 2)
         if nll_items:
@@ -921,6 +961,10 @@ def main(argv: list[str] | None = None) -> dict:
                    help="factored: calibrate P(right) on this share of the latest rows, predicted by a model fitted "
                         "on the rows before them (a logistic regression on its logit and the cut's log length); "
                         "0: none, as the earlier figures ran")
+    p.add_argument("--serve-also", action=argparse.BooleanOptionalAction, default=False,
+                   help="factored, --personal, --population: measure the last version also served globally "
+                        "(everyone's taste), as each kind of taste for everyone (one global policy per kind) and "
+                        "told who types, to the same people; the run itself is unchanged (its last row's 'serving')")
     p.add_argument("--taste-prior", type=float, default=2.0,
                    help="factored, bands: pseudo-counts of a session's taken share at the share over everyone")
     p.add_argument("--taste-spread", type=float, default=1.5,
@@ -998,6 +1042,9 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--gate-edits must be 0 (no gate) or more")
     if (args.hits or args.dismissals or args.calibrate) and "factored" not in learners:
         p.error("--hits, --dismissals and --calibrate are inputs of the factored learner: add factored to --learner")
+    if args.serve_also and ("factored" not in learners or not args.personal or not args.population):
+        p.error("--serve-also measures a personal factored version other ways: it needs --learner factored, "
+                "--personal and --population")
     if not 0.0 <= args.calibrate < 1.0:
         p.error(f"--calibrate {args.calibrate}: a share of the rightness rows, at least 0 and under 1")
     if not 0.0 <= args.explore <= 1.0:

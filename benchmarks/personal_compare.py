@@ -39,6 +39,43 @@ def versions(rows: list[dict]) -> list[dict]:
     return [r for r in rows if "per_person" in r]
 
 
+def served_globally(rows: list[dict]) -> list[dict]:
+    """The single global policies a personal run measured beside itself (``loop_learn.py
+    --serve-also``: each version served with everyone's taste and as each kind of taste for
+    everyone), as versions of their own: candidates for the best global policy like any
+    global run's. ``told`` (it knows who types) is not one."""
+    out = []
+    for r in versions(rows):
+        for mode, fig in r.get("serving", {}).items():
+            if mode == "told":
+                continue
+            out.append({"learner": f"{r.get('learner', '')} served {mode}", "seed": r["seed"], "turn": r["turn"],
+                        "reward": fig["everyone"], "se": float("nan"),
+                        "per_person": {k: v for k, v in fig.items() if k != "everyone"}})
+    return out
+
+
+def serving_lines(lasts: dict[int, dict], kinds: list[str]) -> list[str]:
+    """Each personal version's last turn against the same version served other ways
+    (``--serve-also``), per kind, paired by edit: what reading who asks adds at one
+    rightness model, and how far it is from knowing who types (``told``)."""
+    lines = ["| seed | serving | everyone | " + " | ".join(f"{k}" for k in kinds) + " | "
+             + " | ".join(f"{k}: personal − this (2 × paired SE)" for k in kinds) + " |",
+             "| --- | --- | --- | " + " | ".join("---" for _ in kinds) + " | " + " | ".join("---" for _ in kinds) + " |"]
+    for seed, r in sorted(lasts.items()):
+        for mode, fig in r.get("serving", {}).items():
+            cells = []
+            for k in kinds:
+                d, se = _paired(r["per_person"][k]["per_edit"], fig[k]["per_edit"])
+                cells.append(f"{d:+.4f} ({2 * se:.4f})")
+            lines.append(f"| {seed} | {mode} | {fig['everyone']:+.4f} | "
+                         + " | ".join(f"{fig[k]['reward']:+.4f}" for k in kinds) + " | " + " | ".join(cells) + " |")
+        lines.append(f"| {seed} | personal (the run) | {r['reward']:+.4f} | "
+                     + " | ".join(f"{r['per_person'][k]['reward']:+.4f}" for k in kinds) + " | "
+                     + " | ".join("" for _ in kinds) + " |")
+    return lines
+
+
 def _edits(row: dict) -> dict[str, tuple[float, float]]:
     """Every measured edit of a version, whoever typed it: edit -> (reward sum, requests)."""
     return {e: tuple(v) for p in row["per_person"].values() for e, v in p["per_edit"].items()}
@@ -119,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
         if diff:
             raise SystemExit(f"{f} and the personalised run differ in {', '.join(diff)}: "
                              "compare runs of the same world")
-    glob = {"rows": [r for g in globs for r in versions(g["rows"])]}
+    glob = {"rows": [r for g in globs for r in versions(g["rows"])] + served_globally(pers["rows"])}
     best = max(versions(glob["rows"]), key=lambda r: r["reward"])
     lasts: dict[int, dict] = {}
     for r in versions(pers["rows"]):
@@ -191,6 +228,9 @@ def main(argv: list[str] | None = None) -> dict:
     out["every_kind_better_every_seed"] = all(v["better"] for per in out["personal"].values() for v in per.values())
     out["every_kind_better_by_2se_every_seed"] = all(v["better_by_2se"] for per in out["personal"].values()
                                                      for v in per.values())
+    if any("serving" in r for r in lasts.values()):
+        lines += ["", "The same personal version served other ways (`--serve-also`; its global servings are "
+                  "candidates for the best global version above):", ""] + serving_lines(lasts, kinds)
     print("\n".join(lines))
     print(json.dumps(out))
     return out

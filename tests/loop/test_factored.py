@@ -353,3 +353,32 @@ def test_a_dismissal_speaks_against_rightness_as_much_as_the_persons_taste_says(
         assert q_after < 0.2 * q_before
     else:  # one who seldom takes a long one says little by dismissing it
         assert q_after > 0.9 * q_before
+
+
+def test_serve_as_one_kind_or_the_mixture_and_aside_leaves_the_learner_as_it_was() -> None:
+    """``serve_as`` (``loop_learn.py --serve-also``): everyone served as the kind that takes
+    short cuts, as the one that takes long ones, or as a person of no record (the kinds by
+    their shares); whatever a block under :meth:`FactoredCuts.aside` draws or sets, the
+    learner's next draws are those it would have made without it."""
+    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
+    tastes = _two_kinds(True)
+    events = _events(50)
+    for shown in tastes.shown.values():
+        events += [(_obs(1.0), [True, True], 1 if chars < 20 else 2, took, chars if took else 0)
+                   for chars, took in shown]
+    model.update(events, tastes)
+    lengths = np.array([5, 40])
+    served = {}
+    with model.aside():
+        for kind in (0, 1, "mixture"):
+            model.serve_as = kind
+            served[kind] = model.taken_probs(lengths, "anyone", tastes, explore=True)
+            model.taken_probs(lengths, "new", Tastes(), explore=True)  # draws inside the block
+    assert served[0][0] > 0.7 > 0.3 > served[0][1]  # the short kind, whoever asks
+    assert served[1][1] > 0.7 > 0.3 > served[1][0]
+    assert 0.25 < served["mixture"][0] < 0.75 and 0.25 < served["mixture"][1] < 0.75
+    assert model.serve_as is None
+    after = [model.taken_probs(lengths, "new", Tastes(), explore=True) for _ in range(5)]
+    fresh = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
+    fresh.update(events, tastes)
+    assert np.allclose(after, [fresh.taken_probs(lengths, "new", Tastes(), explore=True) for _ in range(5)])

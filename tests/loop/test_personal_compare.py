@@ -112,3 +112,26 @@ def test_with_several_global_runs_the_best_is_the_best_of_all_of_them(tmp_path: 
     done = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), str(bad)], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode != 0 and "other_world.json" in done.stderr and "project" in done.stderr
+
+
+def _serving(per_edit: dict[str, list[float]]) -> dict:
+    row = _row(0, 0, per_edit)
+    return {"everyone": row["reward"], **row["per_person"]}
+
+
+def test_a_personal_versions_own_global_servings_are_candidates_and_told_is_not(tmp_path: Path) -> None:
+    # loop_learn.py --serve-also: the personal version served as kind a for everyone earns 2.5
+    # a request on a's edits and nothing on b's; told who types, 3 everywhere (no global policy)
+    edits = [str(i) for i in range(8)]
+    personal = _row(0, 4, {e: [20.0, 10] for e in edits})
+    personal["serving"] = {"global": _serving({e: [5.0, 10] for e in edits}),
+                           "as_kind0": _serving({e: [25.0 if e in KINDS["a"] else 0.0, 10] for e in edits}),
+                           "told": _serving({e: [30.0, 10] for e in edits})}
+    global_ = [_row(0, t, {e: [10.0 * t, 10] for e in edits}) for t in range(2)]  # its best: 1.0 everywhere
+    done = _run(tmp_path, [personal], global_, "--splits", "0")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["best_global"]["learner"].endswith("served as_kind0") and out["best_global"]["reward"] == 1.25
+    per = out["personal"]["seed0"]
+    assert per["a"]["paired_diff"] == -0.5 and per["b"]["paired_diff"] == 2.0
+    assert "| 0 | told | +3.0000 |" in done.stdout and "| 0 | as_kind0 |" in done.stdout

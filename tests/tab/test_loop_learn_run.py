@@ -165,3 +165,32 @@ def test_long_cuts_reports_what_one_kind_would_take(toy_data: Path, tmp_path: Pa
     assert int(rows[2]["shown"]) < int(rows[1]["shown"])
     done = subprocess.run(base + ["--kind", "nobody"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "--kind 'nobody'" in done.stderr and "brief, liner" in done.stderr
+
+
+@pytest.mark.timeout(600)
+def test_serve_also_measures_one_version_other_ways_and_leaves_the_run_as_it_was(toy_data: Path,
+                                                                                 tmp_path: Path) -> None:
+    """``--serve-also`` (issue 35, line 2): the last personal factored version is measured also
+    globally, as each kind of taste for everyone and told who types, to the same people; the
+    run's own rows are those of the same run without it (its learner's random stream set aside)."""
+    shape = ["--turns", "2", "--learner", "factored", "--personal", "--ask-after-edit", "--taste", "mixture",
+             "--measure-worlds", "2"]
+    done = _run(toy_data, tmp_path, *shape)
+    assert done.returncode == 0, done.stderr[-3000:]
+    plain = json.loads((tmp_path / "run.json").read_text())["rows"]
+    done = _run(toy_data, tmp_path, *shape, "--serve-also")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "run.json").read_text())["rows"]
+    keep = ("reward", "show_rate", "accept_rate", "right_rows", "taken_rows", "collect_reward")
+    assert [[r.get(k) for k in keep] for r in rows] == [[r.get(k) for k in keep] for r in plain]
+    assert all("serving" not in row for row in rows[:-1])  # the last version, the one compared
+    for row in rows[-1:]:
+        serving = row["serving"]
+        kinds = [m for m in serving if m.startswith("as_kind")]
+        assert {"global", "told"} <= set(serving) and kinds == [f"as_kind{k}" for k in range(len(kinds))]
+        for figures in serving.values():
+            assert set(figures) >= {"everyone", "impatient", "taker"}
+            units = sum(p["requests"] for k, p in figures.items() if k != "everyone")
+            assert units > 0 and all("per_edit" in p for k, p in figures.items() if k != "everyone")
+    done = _run(toy_data, tmp_path, "--turns", "1", "--learner", "factored", "--serve-also")
+    assert done.returncode == 2 and "--serve-also" in done.stderr and "--personal" in done.stderr

@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -572,6 +573,12 @@ class FactoredCuts:
     right_model: str = "logistic"
     calibrate: float = 0.0
     seed: int = 0
+    serve_as: int | str | None = None
+    """Serve every request as one kind's taste (an index of :meth:`kind_curves`) or as
+    ``"mixture"`` (a person of no record: the kinds' curves weighted by their shares), whoever
+    asks: single global policies at this learner's rightness — the first what one kind is
+    served by a policy that treats everyone as of that kind, the second the policy best for a
+    person drawn at random, as the learner reads them. None: by the session's record."""
     right: Any = field(init=False)
     fitted: bool = field(init=False, default=False)
     pooled: list = field(init=False)
@@ -754,10 +761,36 @@ class FactoredCuts:
             w, chol = cached[1], cached[2]
         return w + chol @ self._rng.standard_normal(2) if explore else w
 
+    @contextmanager
+    def aside(self) -> Any:
+        """Serve within this block without changing what the learner does after it: its random
+        stream and :attr:`serve_as` are as they were when the block ends (a measurement beside
+        the run's own leaves the run as it would have been without it)."""
+        state, kind = self._rng.bit_generator.state, self.serve_as
+        try:
+            yield self
+        finally:
+            self._rng.bit_generator.state, self.serve_as = state, kind
+
+    def kind_curves(self) -> list[Any]:
+        """The kinds' taken curves (``taste="mixture"``; otherwise everyone's, alone), from the
+        kind that takes fewest right cuts of 32 characters to the one that takes most."""
+        import numpy as np
+
+        curves = [np.asarray(w) for _, w, _ in self._mixture] if self.taste == "mixture" else [self._curve[0]]
+        return sorted(curves, key=lambda w: float(w[0] + w[1] * (math.log1p(32) - CENTRE)))
+
     def taken_probs(self, chars: Any, session: str | None, tastes: Tastes | None, explore: bool) -> Any:
         """P(taken | right) for cuts of ``chars`` characters shown to ``session`` (None or no
-        ``tastes``: anyone), by :attr:`taste`."""
+        ``tastes``: anyone), by :attr:`taste` (or :attr:`serve_as`'s kind)."""
         import numpy as np
+
+        if self.serve_as == "mixture":
+            x = np.log1p(chars) - CENTRE
+            return sum(share * _sigmoid(w[0] + w[1] * x) for share, w, _ in self._mixture)
+        if self.serve_as is not None:
+            w = self.kind_curves()[int(self.serve_as)]
+            return _sigmoid(w[0] + w[1] * (np.log1p(chars) - CENTRE))
 
         if self.taste == "bands":
             mine = tastes.of(session) if tastes is not None and session is not None else None
