@@ -258,6 +258,7 @@ def rollout(pairs: Sequence[Pair], cache: ObservationCache, decide: DecideMany,
     sessions = [(Session(p, reward=reward, ask_after_edit=ASK_AFTER_EDIT,
                          person=world.person(pid) if world is not None else None), pair_key(p))
                 for p, pid in zip(pairs, ids)]
+
     def key_of(i: int) -> str:  # whose record a request reads: its person's, or (told) its kind's
         return kind_of(sessions[i][0]) if told else str(ids[i])
 
@@ -963,8 +964,9 @@ def main(argv: list[str] | None = None) -> dict:
                         "0: none, as the earlier figures ran")
     p.add_argument("--serve-also", action=argparse.BooleanOptionalAction, default=False,
                    help="factored, --personal, --population: measure the last version also served globally "
-                        "(everyone's taste), as each kind of taste for everyone (one global policy per kind) and "
-                        "told who types, to the same people; the run itself is unchanged (its last row's 'serving')")
+                        "(everyone's taste), as each kind of taste for everyone (one global policy per kind), as a "
+                        "person of no record (the kinds by their shares) and told who types, to the same people; "
+                        "the run itself is unchanged (its last row's 'serving')")
     p.add_argument("--taste-prior", type=float, default=2.0,
                    help="factored, bands: pseudo-counts of a session's taken share at the share over everyone")
     p.add_argument("--taste-spread", type=float, default=1.5,
