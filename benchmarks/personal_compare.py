@@ -41,8 +41,8 @@ def versions(rows: list[dict]) -> list[dict]:
 
 def served_globally(rows: list[dict]) -> list[dict]:
     """The single global policies a personal run measured beside itself (``loop_learn.py
-    --serve-also``: each version served with everyone's taste and as each kind of taste for
-    everyone), as versions of their own: candidates for the best global policy like any
+    --serve-also``: the last version served with everyone's taste, as each kind of taste for
+    everyone and as a person of no record), as versions of their own: candidates for the best global policy like any
     global run's. ``told`` (it knows who types) is not one."""
     out = []
     for r in versions(rows):

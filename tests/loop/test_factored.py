@@ -198,10 +198,9 @@ def test_latent_kinds_finds_as_many_kinds_as_people_show() -> None:
     assert latent_kinds([], np.zeros(2), np.eye(2))[0][0] == 1.0  # nobody: one kind, the prior
 
 
-def test_one_dismissal_tells_a_new_session_its_kind_of_taste() -> None:
-    """``taste="mixture"``: with the collecting sessions of two kinds, a new session is of
-    either kind (long cuts rated between the two), and one right short cut dismissed makes
-    it of the kind that takes long ones; one taken, of the other."""
+def _two_kind_learner() -> tuple[FactoredCuts, Tastes]:
+    """A mixture learner fitted on the collecting sessions of :func:`_two_kinds` (two kinds of
+    taste), each of their right cuts shown as an event, and those sessions' record."""
     model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
     tastes = _two_kinds(True)
     events = _events(50)
@@ -209,6 +208,14 @@ def test_one_dismissal_tells_a_new_session_its_kind_of_taste() -> None:
         events += [(_obs(1.0), [True, True], 1 if chars < 20 else 2, took, chars if took else 0)
                    for chars, took in shown]
     model.update(events, tastes)
+    return model, tastes
+
+
+def test_one_dismissal_tells_a_new_session_its_kind_of_taste() -> None:
+    """``taste="mixture"``: with the collecting sessions of two kinds, a new session is of
+    either kind (long cuts rated between the two), and one right short cut dismissed makes
+    it of the kind that takes long ones; one taken, of the other."""
+    model, tastes = _two_kind_learner()
     assert len(model._mixture) == 2
     lengths = np.array([5, 40])
     fresh = Tastes()
@@ -360,13 +367,7 @@ def test_serve_as_one_kind_or_the_mixture_and_aside_leaves_the_learner_as_it_was
     short cuts, as the one that takes long ones, or as a person of no record (the kinds by
     their shares); whatever a block under :meth:`FactoredCuts.aside` draws or sets, the
     learner's next draws are those it would have made without it."""
-    model = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
-    tastes = _two_kinds(True)
-    events = _events(50)
-    for shown in tastes.shown.values():
-        events += [(_obs(1.0), [True, True], 1 if chars < 20 else 2, took, chars if took else 0)
-                   for chars, took in shown]
-    model.update(events, tastes)
+    model, tastes = _two_kind_learner()
     lengths = np.array([5, 40])
     served = {}
     with model.aside():
@@ -379,6 +380,5 @@ def test_serve_as_one_kind_or_the_mixture_and_aside_leaves_the_learner_as_it_was
     assert 0.25 < served["mixture"][0] < 0.75 and 0.25 < served["mixture"][1] < 0.75
     assert model.serve_as is None
     after = [model.taken_probs(lengths, "new", Tastes(), explore=True) for _ in range(5)]
-    fresh = FactoredCuts.for_reward(KeptReward(), seed=0, taste="mixture")
-    fresh.update(events, tastes)
+    fresh, _ = _two_kind_learner()  # the same learner, no block set aside
     assert np.allclose(after, [fresh.taken_probs(lengths, "new", Tastes(), explore=True) for _ in range(5)])
