@@ -60,7 +60,7 @@ def test_shipped_populations_load(name: str) -> None:
 
 def test_the_shipped_populations_are_these() -> None:
     """The glob above found the files (an empty parametrisation would pass silently)."""
-    assert {"default", "oracle", "impatient", "partial-takers", "noisy", "mixed", "mixed-length"} <= {f.stem for f in USERS.glob("*.yaml")}
+    assert {"default", "oracle", "impatient", "partial-takers", "noisy", "mixed", "mixed-length", "mixed-length-60"} <= {f.stem for f in USERS.glob("*.yaml")}
 
 
 @pytest.mark.parametrize("data,message", [
@@ -182,6 +182,17 @@ def test_the_mixed_length_kinds_take_opposite_lengths() -> None:
 
     assert share("brief", range(1, 9)) == 1.0 and share("brief", range(17, 60)) < 0.1
     assert share("liner", range(30, 60)) == 1.0 and share("liner", range(1, 20)) < 0.1
+
+
+def test_mixed_length_60_is_mixed_length_with_more_brief_people() -> None:
+    """``mixed-length-60``: the same two kinds with the same traits as ``mixed-length``, but 60
+    brief people in 100 rather than half; a world of 400 draws about that share."""
+    even, uneven = (load_population(USERS / f"{n}.yaml") for n in ("mixed-length", "mixed-length-60"))
+    assert [(t.name, t.traits) for t in even.types] == [(t.name, t.traits) for t in uneven.types]
+    assert {t.name: t.weight for t in uneven.types} == {"brief": 0.6, "liner": 0.4}
+    world = World(uneven, seed=0, people=400)
+    brief = sum(world.person(i).kind == "brief" for i in range(400)) / 400
+    assert 0.53 < brief < 0.67  # 0.6 within 3 SE (0.0245 each)
 
 
 def test_partial_accept_keeps_only_the_first_word() -> None:
