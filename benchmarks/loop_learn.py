@@ -762,29 +762,32 @@ def learn(start: Any, learner: str, seed: int, args: argparse.Namespace, collect
 
 
 # -- the issue's checks -----------------------------------------------------------------
+def rise(first: dict, last: dict) -> dict[str, Any]:
+    """Issue 35's line 1 for one run: its last version's reward per request over its first's
+    (turn 0, the frozen start), passing when the gain is over 2 × the two SEs pooled
+    (also read by ``benchmarks/rise_check.py``)."""
+    pooled = math.sqrt(first["se"] ** 2 + last["se"] ** 2)
+    out = {"first": first["reward"], "last": last["reward"], "gain": round(last["reward"] - first["reward"], 5),
+           "pooled_se": round(pooled, 5), "passes": last["reward"] - first["reward"] > 2 * pooled,
+           # the same gain, paired by edit (both versions replay the same edits) and with the
+           # edit as the unit: a second reading, not the issue's bar
+           "paired_se": last.get("paired_se"),
+           "paired_passes": last.get("paired_se") is not None and last["paired_gain"] > 2 * last["paired_se"]}
+    if "reward_per_ask" in first and "reward_per_ask" in last:  # the requests Tab off did not make at 0
+        ask_pooled = math.sqrt(first["se_per_ask"] ** 2 + last["se_per_ask"] ** 2)
+        gain_ask = last["reward_per_ask"] - first["reward_per_ask"]
+        out.update(first_per_ask=first["reward_per_ask"], last_per_ask=last["reward_per_ask"],
+                   gain_per_ask=round(gain_ask, 5), pooled_se_per_ask=round(ask_pooled, 5),
+                   passes_per_ask=gain_ask > 2 * ask_pooled)
+    return out
+
+
 def checks(rows: list[dict], args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     runs: dict[tuple, list[dict]] = {}
     for r in rows:
         runs.setdefault((r["start"], r["learner"], r["seed"]), []).append(r)
-    rises: dict[str, Any] = {}
-    for (start, learner, seed), rs in sorted(runs.items()):
-        first, last = rs[0], rs[-1]
-        pooled = math.sqrt(first["se"] ** 2 + last["se"] ** 2)
-        rises[f"{start}/{learner}/seed{seed}"] = {
-            "first": first["reward"], "last": last["reward"], "gain": round(last["reward"] - first["reward"], 5),
-            "pooled_se": round(pooled, 5), "passes": last["reward"] - first["reward"] > 2 * pooled,
-            # the same gain, paired by edit (both versions replay the same edits) and with the
-            # edit as the unit: a second reading, not the issue's bar
-            "paired_se": last.get("paired_se"),
-            "paired_passes": last.get("paired_se") is not None and last["paired_gain"] > 2 * last["paired_se"]}
-        if "reward_per_ask" in first and "reward_per_ask" in last:  # the requests Tab off did not make at 0
-            ask_pooled = math.sqrt(first["se_per_ask"] ** 2 + last["se_per_ask"] ** 2)
-            gain_ask = last["reward_per_ask"] - first["reward_per_ask"]
-            rises[f"{start}/{learner}/seed{seed}"].update(
-                first_per_ask=first["reward_per_ask"], last_per_ask=last["reward_per_ask"],
-                gain_per_ask=round(gain_ask, 5), pooled_se_per_ask=round(ask_pooled, 5),
-                passes_per_ask=gain_ask > 2 * ask_pooled)
+    rises = {f"{start}/{learner}/seed{seed}": rise(rs[0], rs[-1]) for (start, learner, seed), rs in sorted(runs.items())}
     out["rise"] = rises
 
     def mean_curve(start: str, learner: str) -> list[float]:

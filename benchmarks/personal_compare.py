@@ -66,7 +66,7 @@ def serving_lines(lasts: dict[int, dict], kinds: list[str]) -> list[str]:
         for mode, fig in r.get("serving", {}).items():
             cells = []
             for k in kinds:
-                d, se = _paired(r["per_person"][k]["per_edit"], fig[k]["per_edit"])
+                d, se = paired_by_edit(r["per_person"][k]["per_edit"], fig[k]["per_edit"])
                 cells.append(f"{d:+.4f} ({2 * se:.4f})")
             lines.append(f"| {seed} | {mode} | {fig['everyone']:+.4f} | "
                          + " | ".join(f"{fig[k]['reward']:+.4f}" for k in kinds) + " | " + " | ".join(cells) + " |")
@@ -76,7 +76,7 @@ def serving_lines(lasts: dict[int, dict], kinds: list[str]) -> list[str]:
     return lines
 
 
-def _edits(row: dict) -> dict[str, tuple[float, float]]:
+def edits_of(row: dict) -> dict[str, tuple[float, float]]:
     """Every measured edit of a version, whoever typed it: edit -> (reward sum, requests)."""
     return {e: tuple(v) for p in row["per_person"].values() for e, v in p["per_edit"].items()}
 
@@ -87,8 +87,8 @@ def _rate(units: dict[str, tuple[float, float]], keep: set[str]) -> float:
     return r / n if n else 0.0
 
 
-def _paired(mine: dict[str, list], theirs: dict[str, list]) -> tuple[float, float]:
-    """One kind's reward per request, ``mine`` minus ``theirs``, paired by edit (each an edit ->
+def paired_by_edit(mine: dict[str, list], theirs: dict[str, list]) -> tuple[float, float]:
+    """Reward per request (one kind's, or everyone's), ``mine`` minus ``theirs``, paired by edit (each an edit ->
     [reward sum, requests]), with its paired SE."""
     units = sorted(mine, key=int)
     d, se, _, _ = paired_se([tuple(mine[u]) for u in units], [tuple(theirs[u]) for u in units])
@@ -107,7 +107,7 @@ def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], sp
     paired SE (selection held fixed) are averaged over ``splits`` seeded halvings. Per
     personalised seed and kind: {"diff", "paired_se", "better", "better_by_2_paired_se"}."""
 
-    g_units = [_edits(r) for r in global_]
+    g_units = [edits_of(r) for r in global_]
     edits = sorted(g_units[0], key=int)
     out: dict[int, dict[str, dict]] = {}
     acc: dict[tuple[int, str], list[tuple[float, float]]] = {}
@@ -123,7 +123,7 @@ def cross_fitted(personal: list[dict], global_: list[dict], kinds: list[str], sp
             for k in kinds:
                 mine = r["per_person"][k]["per_edit"]
                 theirs = {u: global_[chosen[u]]["per_person"][k]["per_edit"][u] for u in mine}
-                acc.setdefault((r["seed"], k), []).append(_paired(mine, theirs))
+                acc.setdefault((r["seed"], k), []).append(paired_by_edit(mine, theirs))
     for (s, k), v in acc.items():
         d = sum(x for x, _ in v) / len(v)
         se = sum(y for _, y in v) / len(v)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
             if "per_edit" in a and "per_edit" in b:
                 if set(a["per_edit"]) != set(b["per_edit"]):
                     raise SystemExit(f"{k}: the two runs measured different edits: compare runs of the same world")
-                pd, pse = _paired(a["per_edit"], b["per_edit"])
+                pd, pse = paired_by_edit(a["per_edit"], b["per_edit"])
                 per[k].update({"paired_diff": round(pd, 5), "paired_se": round(pse, 5),
                                "better_by_2_paired_se": pd > 2 * pse})
         out["personal"][f"seed{seed}"] = per

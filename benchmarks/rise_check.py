@@ -10,7 +10,7 @@ the issue's check: the last turn's reward per request over turn 0's (turn 0 is t
 start; every measurement meets the same people typing the same edits), with the bar
 2 × pooled SE (the two versions' per-request SEs pooled, as ``loop_learn.py``'s ``rise``),
 and the last version against the bandit's last version of the same seed, pooled and — where
-both carry the reward per edit — paired by edit (``specialists.tab.loop.gate.paired_se``).
+both carry the reward per edit — paired by edit (``personal_compare.paired_by_edit``).
 ``loop_learn.py`` checks the same for the policy-gradient learners when the bandit is in the
 same run; this reads any learner, across files. Prints a Markdown table and a JSON verdict:
 met when every seed (at least 3) rises past its bar over at least 6 turns and ends above the
@@ -26,7 +26,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from specialists.tab.loop.gate import paired_se  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loop_learn import rise  # noqa: E402
+from personal_compare import edits_of, paired_by_edit  # noqa: E402
 
 
 def _load(path: str) -> list[dict]:
@@ -50,24 +52,20 @@ def runs_of(rows: list[dict]) -> dict[tuple[str, str, int], list[dict]]:
     return out
 
 
-def edits(row: dict) -> dict[str, tuple[float, float]] | None:
-    """Every measured edit of a version, whoever typed it: edit -> (reward sum, requests);
-    None when the version does not carry them."""
+def _has_edits(row: dict) -> bool:
     people = row.get("per_person")
-    if not people or not all("per_edit" in p for p in people.values()):
-        return None
-    return {e: (float(v[0]), float(v[1])) for p in people.values() for e, v in p["per_edit"].items()}
+    return bool(people) and all("per_edit" in p for p in people.values())
 
 
 def paired(a: dict, b: dict) -> tuple[float, float] | None:
     """``a`` minus ``b`` over everyone, paired by edit, with its SE (None if either lacks edits
     or they were not measured on the same edits)."""
-    ea, eb = edits(a), edits(b)
-    if ea is None or eb is None or set(ea) != set(eb) or len(ea) < 2:
+    if not (_has_edits(a) and _has_edits(b)):
         return None
-    units = sorted(ea, key=lambda u: (len(u), u))
-    d, se, _, _ = paired_se([ea[u] for u in units], [eb[u] for u in units])
-    return d, se
+    ea, eb = edits_of(a), edits_of(b)
+    if set(ea) != set(eb) or len(ea) < 2:
+        return None
+    return paired_by_edit(ea, eb)
 
 
 def check(rows: list[dict], bandit_rows: list[dict], learner: str | None = None) -> dict:
@@ -77,11 +75,10 @@ def check(rows: list[dict], bandit_rows: list[dict], learner: str | None = None)
         if lrn == "bandit" or (learner and lrn != learner):
             continue
         first, last = rs[0], rs[-1]
-        pooled = math.sqrt(first["se"] ** 2 + last["se"] ** 2)
-        gain = last["reward"] - first["reward"]
+        r = rise(first, last)  # loop_learn.py's own check of the rise
         fig: dict = {"start": start, "learner": lrn, "seed": seed, "turns": last["turn"] - first["turn"],
-                     "first": first["reward"], "last": last["reward"], "gain": round(gain, 5),
-                     "bar": round(2 * pooled, 5), "rises": gain > 2 * pooled,
+                     "first": r["first"], "last": r["last"], "gain": r["gain"],
+                     "bar": round(2 * r["pooled_se"], 5), "rises": r["passes"],
                      "above_frozen": last["reward"] > first["reward"]}
         pr = paired(last, first)
         if pr:
