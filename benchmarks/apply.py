@@ -57,9 +57,9 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -94,6 +94,9 @@ class Case:
     noise: str
     generator: str = "lines"
     kind: str = "context"
+    # the same generator with the same draws, on another ``after``: (before, after) -> sketch
+    # text (``apply_ceiling.py`` asks which other commits give this very sketch)
+    remake: Callable[[str, str], str] | None = field(default=None, repr=False, compare=False)
 
 
 GENERATORS = ("lines", "frontier")
@@ -129,10 +132,13 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
         if "frontier" in generators:
             rng = random.Random(seed * 1_000_033 + n + 7)
             for kind in FRONTIER_KINDS:
+                state = rng.getstate()
                 sk = make_frontier_sketch(row["before"], row["after"], row["language"], rng, kind)
                 if sk.changed:
                     yield Case(sketch=sk.text, label=sk.label, k=sk.context, noise=sk.noise,
-                               generator="frontier", kind=f"{sk.kind}/{sk.deletions}", **common)
+                               generator="frontier", kind=f"{sk.kind}/{sk.deletions}",
+                               remake=_again(make_frontier_sketch, state, row["language"], kind),
+                               **common)
         if "reworded" in generators:
             rng = random.Random(seed * 1_000_033 + n + 7)
             reword = random.Random(seed * 1_000_039 + n + 13)
@@ -147,10 +153,24 @@ def cases(rows: Iterator[dict[str, Any]], seed: int,
         if "outline" in generators:
             rng = random.Random(seed * 1_000_037 + n + 11)
             for kind in OUTLINE_KINDS:
+                state = rng.getstate()
                 osk = make_outline_sketch(row["before"], row["after"], row["language"], rng, kind)
                 if osk.changed:
                     yield Case(sketch=osk.text, label=osk.label, k=osk.kind, noise=osk.noise,
-                               generator="outline", kind=f"{osk.kind}/{osk.deletions}", **common)
+                               generator="outline", kind=f"{osk.kind}/{osk.deletions}",
+                               remake=_again(make_outline_sketch, state, row["language"], kind),
+                               **common)
+
+
+def _again(make: Callable[..., Any], state: Any, language: str,
+           kind: str) -> Callable[[str, str], str]:
+    """``make`` (a generator drawing from one shared ``random.Random``) again from the draw
+    state it started at, on any before/after pair."""
+    def remake(before: str, after: str) -> str:
+        rng = random.Random()
+        rng.setstate(state)
+        return make(before, after, language, rng, kind).text
+    return remake
 
 
 def edit_cases(source: Iterable[Case], formats: tuple[str, ...],
@@ -181,13 +201,14 @@ def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random
     specs += [(rng.choice((2, 3) if noise == "drop_blank" else (1, 2)), noise) for noise in
               ("shift", "no_first_marker", "no_last_marker", "drop_blank")]
     for k, noise in specs:
-        sk = make_sketch(row["before"], row["after"], row["language"],
-                         k=k if k != "function" else 3, whole_function=k == "function",
-                         deletions="mixed", seed=rng.randrange(1 << 30), noise=noise)
+        draw = dict(k=k if k != "function" else 3, whole_function=k == "function",
+                    deletions="mixed", seed=rng.randrange(1 << 30), noise=noise)
+        sk = make_sketch(row["before"], row["after"], row["language"], **draw)
         if noise and not sk.changed:
             continue
         yield Case(sketch=sk.text, label=sk.label, k=str(sk.k), noise=noise or "none",
                    generator="lines", kind="function" if k == "function" else "context",
+                   remake=lambda b, a, lang=row["language"], d=draw: make_sketch(b, a, lang, **d).text,
                    **common)
 
 
