@@ -255,6 +255,8 @@ _HEAD = re.compile(
 # common (BENCHMARKS.md, applier round 5): deleting cost the house-style sketches more silent
 # wrong answers than it saved the frontier-style ones, so the applier abstains.
 EDGE_MODE = {"lead": "abstain", "tail": "abstain"}
+HEAD_UNSAID = ("the sketch starts with no marker below import lines it does not show: it does "
+               "not say whether they stay")
 
 
 def file_head(keys: list[str]) -> bool:
@@ -298,13 +300,12 @@ def _edge_deletes(merger: Reading, sep: int, lo: int, hi: int, rest: list[str]) 
     if sep == 0:
         if merger.head_deletes:
             return True
-        if EDGE_MODE["lead"] == "keep":
+        if EDGE_MODE["lead"] == "keep" or merger.head_keeps:
             return False
         first = sk.keys[code[0]]
         if len(rest) <= 12 and _head_lines(rest) and _head_lines([first]):
             if EDGE_MODE["lead"] == "abstain":
-                raise Abstain("the sketch starts with no marker below import lines it does not "
-                              "show: it does not say whether they stay", sk.span(sep, sep))
+                raise Abstain(HEAD_UNSAID, sk.span(sep, sep))
             return True
         return False
     if merger.tail_deletes:

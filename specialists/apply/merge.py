@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specialists.apply import align as _align
-from specialists.apply.expansion import file_head
+from specialists.apply.expansion import HEAD_UNSAID, file_head
 from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
 from specialists.apply.languages import definition_name
@@ -42,6 +42,7 @@ from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines, sketch_text, split_lines
+from specialists.apply.usage import head_choice
 
 __all__ = ["Merge", "Weights", "merge"]
 
@@ -168,15 +169,39 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
     (its span counted in ``sketch``'s own lines, a fence and the prose above it included)."""
     body, dropped = sketch_text(sketch, original)
     try:
-        return _merge(original, body, language, options, weights)
+        try:
+            return _merge(original, body, language, options, weights)
+        except Abstain as exc:
+            if exc.reason != HEAD_UNSAID:
+                raise
+            decided = _head_by_use(original, body, language, options, weights)
+            if decided is None:
+                raise
+            return decided
     except Abstain as exc:
         if dropped and exc.span is not None:
             exc.span = (exc.span[0] + dropped, exc.span[1] + dropped)
         raise
 
 
+def _head_by_use(original: str, sketch: str, language: str | None, options: ApplyOptions,
+                 weights: Weights) -> Merge | None:
+    """A sketch that opens below import lines it does not show, with no marker above,
+    read both ways (the head kept; deleted, the sketch starting the file): the reading the
+    code agrees with (``usage.head_choice``: the other would leave a used name unbound, or
+    keep imports the change took the last use of), where both readings pass every check;
+    ``None`` where either fails or the code does not say."""
+    try:
+        keep = _merge(original, sketch, language, options, weights, head="keep")
+        drop = _merge(original, sketch, language, options, weights, head="delete")
+    except Abstain:
+        return None
+    choice = head_choice(keep.lines.raw, keep.out, keep.origin, drop.out, drop.origin, language)
+    return {"keep": keep, "delete": drop}.get(choice or "")
+
+
 def _merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
-           weights: Weights) -> Merge:
+           weights: Weights, head: str | None = None) -> Merge:
     olines = split_lines(original)
     slines = split_lines(sketch)
     okeys = set(olines.keys)
@@ -186,6 +211,8 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
     ):
         raise Abstain("the sketch has no code, only markers", (1, max(len(slines.raw), 1)))
     merger = Merger(olines, sk, language, options, weights)
+    merger.head_keeps = head == "keep"
+    merger.head_deletes = head == "delete"
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
     if merger.blank_guesses and out == olines.raw:

@@ -79,6 +79,9 @@ class Reading:
         # Read a sketch that starts with no marker as starting the file (``merge``).
         self.head_deletes = False
         self.tail_deletes = False  # and ending it
+        # Read it as having forgotten its first marker: the head above stays (``merge``,
+        # where the code decides between the two readings).
+        self.head_keeps = False
 
     def fork(self, weights: Weights | None = None) -> Self:
         """A fresh merger over the same original and sketch, sharing what only depends on
