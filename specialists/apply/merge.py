@@ -186,18 +186,23 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
 
 def _head_by_use(original: str, sketch: str, language: str | None, options: ApplyOptions,
                  weights: Weights) -> Merge | None:
-    """A sketch that opens below import lines it does not show, with no marker above,
-    read both ways (the head kept; deleted, the sketch starting the file): the reading the
-    code agrees with (``usage.head_choice``: the other would leave a used name unbound, or
-    keep imports the change took the last use of), where both readings pass every check;
-    ``None`` where either fails or the code does not say."""
+    """A sketch that opens below import lines it does not show, with no marker above, read
+    both ways (the head kept; deleted, the sketch starting the file): the head kept where
+    deleting it would leave a name the code still reads unbound (``usage.head_choice``),
+    both readings pass every check and they give the same file but for the head; ``None``
+    (the abstain stands) otherwise."""
     try:
-        keep = _merge(original, sketch, language, options, weights, head="keep")
         drop = _merge(original, sketch, language, options, weights, head="delete")
+        keep = _merge(original, sketch, language, options, weights, head="keep")
     except Abstain:
         return None
-    choice = head_choice(keep.lines.raw, keep.out, keep.origin, drop.out, drop.origin, language)
-    return {"keep": keep, "delete": drop}.get(choice or "")
+    hidden = set(keep.origin) - set(drop.origin) - {-1}
+    if [line for line, o in zip(keep.out, keep.origin) if o not in hidden] != drop.out:
+        return None  # the readings differ beyond the head: more than the head is in doubt
+    if head_choice(keep.lines.raw, keep.origin, drop.out, drop.origin, split_lines(sketch).raw,
+                   language) == "keep":
+        return keep
+    return None
 
 
 def _merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
