@@ -28,6 +28,7 @@ from typing import Sequence
 
 __all__ = ["head_choice", "imported_names", "unbound_names"]
 
+_STAR = re.compile(r"^\s*from\s+\S+\s+import\s+\*", re.MULTILINE)
 # Names a module has without binding them.
 _IMPLICIT = frozenset(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__spec__", "__path__", "__builtins__", "__loader__",
@@ -72,11 +73,10 @@ def unbound_names(text: str) -> set[str] | None:
         top = symtable.symtable(text, "<sketch>", "exec")
     except (SyntaxError, ValueError):
         return None
+    if _STAR.search(text):
+        return set()
     bound = {s.get_name() for s in top.get_symbols()
              if s.is_assigned() or s.is_imported() or s.is_namespace()}
-    if "*" in bound or any(line.lstrip().startswith("from ") and line.rstrip().endswith("*")
-                           for line in text.split("\n")):
-        return set()
     out: set[str] = set()
     stack = [top]
     while stack:
