@@ -42,6 +42,7 @@ from specialists.apply.merger import Merger
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines, sketch_text, split_lines
+from specialists.apply.usage import LANGUAGES as USAGE_LANGUAGES
 from specialists.apply.usage import head_choice
 
 __all__ = ["Merge", "Weights", "merge"]
@@ -191,6 +192,8 @@ def _head_by_use(original: str, sketch: str, language: str | None, options: Appl
     deleting it would leave a name the code still reads unbound (``usage.head_choice``),
     both readings pass every check and they give the same file but for the head; ``None``
     (the abstain stands) otherwise."""
+    if language not in USAGE_LANGUAGES:
+        return None  # no code to read: the two merges would decide nothing
     try:
         drop = _merge(original, sketch, language, options, weights, head="delete")
         keep = _merge(original, sketch, language, options, weights, head="keep")
@@ -199,7 +202,7 @@ def _head_by_use(original: str, sketch: str, language: str | None, options: Appl
     hidden = set(keep.origin) - set(drop.origin) - {-1}
     if [line for line, o in zip(keep.out, keep.origin) if o not in hidden] != drop.out:
         return None  # the readings differ beyond the head: more than the head is in doubt
-    if head_choice(keep.lines.raw, keep.origin, drop.out, drop.origin, split_lines(sketch).raw,
+    if head_choice(keep.lines.raw, hidden, drop.out, split_lines(sketch).raw,
                    language) == "keep":
         return keep
     return None

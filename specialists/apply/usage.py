@@ -26,7 +26,9 @@ import re
 import symtable
 from typing import Sequence
 
-__all__ = ["head_choice", "imported_names", "unbound_names"]
+__all__ = ["LANGUAGES", "head_choice", "imported_names", "unbound_names"]
+
+LANGUAGES = ("python",)  # the languages whose code ``head_choice`` reads
 
 _STAR = re.compile(r"^\s*from\s+\S+\s+import\s+\*", re.MULTILINE)
 # Names a module has without binding them.
@@ -90,21 +92,16 @@ def unbound_names(text: str) -> set[str] | None:
     return out
 
 
-def head_choice(original: Sequence[str], keep_origin: Sequence[int], drop: Sequence[str],
-                drop_origin: Sequence[int], sketch: Sequence[str],
-                language: str | None) -> str | None:
-    """``"keep"`` or ``None`` for a sketch read two ways at its head: one reading keeps
-    original lines above the sketch's first line (``keep_origin``: the original index of
-    each of its lines, -1 for a new one) that the other, ``drop``, deletes. ``"keep"``
-    where ``drop`` deletes an import of a name its code still reads, nothing in it binds,
-    and the sketch's own code (``sketch``, comment lines aside) names: the writer wrote
-    code with that name. (A use only in original lines kept under a marker says less: a
-    reading that kept them may have missed their deletion.) ``None`` where the code does
-    not say, or the language is not Python."""
-    if language != "python":
-        return None
-    hidden = set(keep_origin) - set(drop_origin) - {-1}
-    if not hidden:
+def head_choice(original: Sequence[str], hidden: set[int], drop: Sequence[str],
+                sketch: Sequence[str], language: str | None) -> str | None:
+    """``"keep"`` or ``None`` for a sketch read two ways at its head: one reading keeps the
+    original lines ``hidden`` (indices, above the sketch's first line) that the other,
+    ``drop``, deletes. ``"keep"`` where ``drop`` deletes an import of a name its code still
+    reads, nothing in it binds, and the sketch's own code (``sketch``, comment lines aside)
+    names: the writer wrote code with that name. (A use only in original lines kept under a
+    marker says less: a reading that kept them may have missed their deletion.) ``None``
+    where the code does not say, or the language is not one of ``LANGUAGES``."""
+    if language not in LANGUAGES or not hidden:
         return None
     before = imported_names("\n".join(original))
     unbound = unbound_names("\n".join(drop))

@@ -45,8 +45,7 @@ def test_a_name_only_in_a_string_or_bound_again_decides_nothing() -> None:
 
 def test_other_languages_keep_the_abstain() -> None:
     original = ["import \"fmt\"", "", "func main() {", "\tfmt.Println(1)", "}"]
-    assert head_choice(original, [0, 1, 2, 3, 4], original[2:], [2, 3, 4], original[2:],
-                       "go") is None
+    assert head_choice(original, {0, 1}, original[2:], original[2:], "go") is None
 
 
 def test_names_and_unbound_reads() -> None:
