@@ -5,9 +5,17 @@ Between two fixed anchors a small chaining DP runs over the remaining candidate 
 line, original line) pairs. A block's first and last non-blank lines next to a marker are
 its anchors and weigh most; every original line a block would delete costs a little, so
 the placement that explains the sketch with the fewest deletions wins; a line whose
-indentation disagrees with the sketch's (after the uniform shift) costs a little. Two
-optimal placements that give different files mean the sketch is ambiguous: abstain.
+indentation disagrees with the sketch's (after the uniform shift) costs a little.
 ``Weights`` holds the scores.
+
+Two optimal placements that give different files are a tie, and a tie is decided only by
+what the sketch itself says (``break_tie``); otherwise the sketch is ambiguous: abstain.
+* A rewrite: the sketch's new lines replace the old lines they resemble. Where one
+  placement deletes lines like the new ones (line similarity, summed) and the other does
+  not, by a clear margin, the sketch rewrites those lines there.
+* The end of the file: a sketch whose last block has no marker after it ends where the
+  file ends. Where neither placement reads as a rewrite and the later one deletes nothing
+  and leaves only blank lines after its last line, the block closes the file.
 """
 
 from __future__ import annotations
@@ -22,17 +30,22 @@ from specialists.apply.expansion import emit_gap
 from specialists.apply.languages import definition_end, definition_name
 from specialists.apply.markers import LineKind
 from specialists.apply.result import Abstain
+from specialists.apply.similarity import similarities
+from specialists.apply.sketch_lines import IMPLICIT
 from specialists.apply.weights import DEFAULT_WEIGHTS, Weights, deletion_costs
 
 if TYPE_CHECKING:
     from specialists.apply.reading import Reading
 
-__all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "deletion_costs", "warm"]
+__all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "break_tie", "deletion_costs",
+           "warm"]
 
 
 _MAX_NODES = 4000
 _SMALL_CHAIN = 40  # fewer gap nodes than this: the plain loop (see _best_chain_loop)
 _EPS = 1e-9
+_SIMILAR = 0.5  # a new line this alike an old line it deletes rewrites it (``break_tie``)
+_REWRITE_MARGIN = 0.5  # summed similarity by which one placement must out-rewrite the other
 
 
 def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
@@ -74,13 +87,69 @@ def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
         if other != chain and _gap_text(merger, chain, ja, pa, jb, pb) != _gap_text(
             merger, other, ja, pa, jb, pb
         ):
-            code = [j for j in range(ja + 1, jb) if sk.kinds[j] == LineKind.CODE and sk.keys[j]]
-            raise Abstain(
-                "ambiguous: the block matches in more than one place and structure does not decide",
-                sk.span(code[0], code[-1]) if code else sk.span(ja + 1, jb - 1),
-            )
+            chosen = break_tie(merger, chain, other, ja, pa, jb, pb)
+            if chosen is None:
+                code = [j for j in range(ja + 1, jb)
+                        if sk.kinds[j] == LineKind.CODE and sk.keys[j]]
+                raise Abstain(
+                    "ambiguous: the block matches in more than one place and structure does "
+                    "not decide", sk.span(code[0], code[-1]) if code else sk.span(ja + 1, jb - 1),
+                )
+            chain = chosen
     for j, p in chain:
         merger.sm[j] = p
+
+
+def break_tie(merger: Reading, early: list[tuple[int, int]], late: list[tuple[int, int]],
+              ja: int, pa: int, jb: int, pb: int) -> list[tuple[int, int]] | None:
+    """Of two optimal placements of one gap that give different files (the earliest and the
+    latest), the one the sketch says, or ``None``: the one whose new lines rewrite lines
+    like them by a clear margin; else, where the gap closes a sketch whose last block has
+    no marker after it, the later one if it deletes nothing and is followed only by blank
+    lines (the block ends the file)."""
+    early_rewrite = _rewrite_similarity(merger, early, ja, pa, jb, pb)
+    late_rewrite = _rewrite_similarity(merger, late, ja, pa, jb, pb)
+    if abs(early_rewrite - late_rewrite) >= _REWRITE_MARGIN:
+        return early if early_rewrite > late_rewrite else late
+    if max(early_rewrite, late_rewrite) >= _REWRITE_MARGIN:
+        return None  # both read as rewrites: of which lines, the sketch does not say
+    if (late and jb == merger.m and pb == merger.n and merger.sk.kinds[-1] == IMPLICIT
+            and not any(merger.ok[p] for p in range(late[-1][1] + 1, pb))
+            and not _deletes(merger, late, ja, pa, jb, pb)):
+        return late
+    return None
+
+
+def _segments(merger: Reading, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
+              pb: int) -> list[tuple[int, int, int, int]]:
+    """(j0, p0, j1, p1) of each two consecutive placed lines of the gap with no separator
+    between them: the sketch lines between replace the original lines between."""
+    anchors = [(ja, pa)] + chain + [(jb, pb)]
+    return [(j0, p0, j1, p1) for (j0, p0), (j1, p1) in zip(anchors, anchors[1:])
+            if not merger.sk.sep_between(j0, j1)]
+
+
+def _deletes(merger: Reading, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
+             pb: int) -> bool:
+    """Whether the placement deletes a non-blank original line."""
+    return any(merger.ok[p] for _, p0, _, p1 in _segments(merger, chain, ja, pa, jb, pb)
+               for p in range(p0 + 1, p1))
+
+
+def _rewrite_similarity(merger: Reading, chain: list[tuple[int, int]], ja: int, pa: int, jb: int,
+                        pb: int) -> float:
+    """How much the placement reads as a rewrite: over each new sketch line, its best
+    similarity (at least ``_SIMILAR``) to an original line the placement deletes beside it."""
+    sk = merger.sk
+    total = 0.0
+    for j0, p0, j1, p1 in _segments(merger, chain, ja, pa, jb, pb):
+        if p1 <= p0 + 1:
+            continue
+        for j in range(j0 + 1, j1):
+            if sk.kinds[j] == LineKind.CODE and sk.keys[j]:
+                found = similarities(sk.keys[j], merger.ok, p0 + 1, p1, _SIMILAR)
+                total += max((score for score, _ in found), default=0.0)
+    return total
 
 
 def _new_definitions(merger: Reading, j0: int, j1: int) -> set[int]:

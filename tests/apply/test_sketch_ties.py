@@ -1,0 +1,104 @@
+"""A block that fits two places equally well is placed only where the sketch itself says
+which (the applier, issue 36: tests by kind of sketch; ``gap_search.break_tie``): its new
+lines rewrite lines like them at one place and not at the other, or it is the sketch's last
+block, with no marker after it, and fits at the end of the file deleting nothing. Every
+other tie still abstains."""
+
+from __future__ import annotations
+
+import pytest
+
+from specialists.apply import apply_sketch, gap_search
+
+TIE = "ambiguous: the block matches in more than one place"
+
+TWO_FUNCTIONS = '''def load(path):
+    check(path)
+    log("loading")
+    return read(path)
+
+
+def save(path, text):
+    check(path)
+    write(path, text, mode="a")
+    return read(path)
+'''
+
+# Both places delete one line between ``check(path)`` and ``return read(path)``; only in
+# ``save`` is that line like the new one.
+REWRITE = '''# ... existing code ...
+    check(path)
+    write(path, text, mode="w")
+    return read(path)
+'''
+
+CLASS = '''class Version:
+    def __init__(self, major):
+        self.major = major
+
+    def __eq__(self, other):
+        return self.major == other.major
+
+    def __lt__(self, other):
+        return self.major < other.major
+
+'''
+
+APPENDED = '''# ... existing code ...
+
+    def __hash__(self):
+        return hash(self.major)
+'''
+
+
+def _without_break_tie(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gap_search, "break_tie", lambda *args: None)
+
+
+def test_block_whose_new_line_rewrites_a_like_line_at_one_place_is_placed_there() -> None:
+    result = apply_sketch(TWO_FUNCTIONS, REWRITE, path="io.py")
+    assert result.applied, result.reason
+    assert result.merged == TWO_FUNCTIONS.replace('mode="a"', 'mode="w"')
+
+
+def test_the_rewrite_is_a_tie_the_structure_alone_leaves_open(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_break_tie(monkeypatch)
+    result = apply_sketch(TWO_FUNCTIONS, REWRITE, path="io.py")
+    assert not result.applied
+    assert result.reason.startswith(TIE)
+
+
+def test_block_whose_new_line_is_like_the_lines_at_both_places_abstains() -> None:
+    both = TWO_FUNCTIONS.replace('log("loading")', 'write(path, text, mode="r")')
+    result = apply_sketch(both, REWRITE, path="io.py")
+    assert not result.applied
+    assert result.reason.startswith(TIE)
+
+
+def test_last_block_with_no_marker_after_it_closes_the_file() -> None:
+    result = apply_sketch(CLASS, APPENDED, path="version.py")
+    assert result.applied, result.reason
+    assert result.merged == CLASS + "    def __hash__(self):\n        return hash(self.major)\n"
+
+
+def test_the_file_end_is_a_tie_the_structure_alone_leaves_open(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_break_tie(monkeypatch)
+    result = apply_sketch(CLASS, APPENDED, path="version.py")
+    assert not result.applied
+    assert result.reason.startswith(TIE)
+
+
+def test_block_followed_by_a_marker_is_not_read_as_the_file_end() -> None:
+    result = apply_sketch(CLASS, APPENDED + "    # ... existing code ...\n", path="version.py")
+    assert not result.applied
+    assert result.reason.startswith(TIE)
+
+
+def test_last_block_that_would_leave_code_after_it_is_not_read_as_the_file_end() -> None:
+    # the file's last method follows the last blank line the block could start on
+    closed = CLASS.rstrip("\n") + "\n"
+    result = apply_sketch(closed, APPENDED, path="version.py")
+    assert not result.applied
+    assert result.reason.startswith(TIE)
