@@ -28,7 +28,8 @@ them; default ``shared/data/commits``), write lazy sketches with two independent
 The expected answer is always the committed file.
 
 Run in the same process, on the same sketches:
-* the applier (``apply_sketch``, defaults: parse check on);
+* the applier (``apply_sketch``, defaults: parse check on; ``--tie-rewrite`` and
+  ``--tie-file-end`` turn on its two tie readings, off by default);
 * a plain line-anchor baseline: each block replaces the original lines from the first
   occurrence of its first line (after the previous block) to the first occurrence of its
   last line after that.
@@ -43,6 +44,7 @@ instead of the sketch (output tokens, and USD from litellm's local cost map). La
 JSON summary.
 
     python benchmarks/apply.py DATA... [--generator both] [--per-project 400] [--seed 0]
+                               [--tie-rewrite] [--tie-file-end]
 """
 
 from __future__ import annotations
@@ -398,6 +400,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="write each wrong or abstained case here (JSON lines)")
     parser.add_argument("--speculative", type=int, default=0, metavar="RUNS",
                         help="also time speculative edits vs greedy on a tiny model, RUNS decodes")
+    parser.add_argument("--tie-rewrite", action="store_true",
+                        help="issue 36: a block that ties between two places goes where its "
+                             "new lines rewrite old lines like them (ApplyOptions.tie_rewrite, "
+                             "off by default)")
+    parser.add_argument("--tie-file-end", action="store_true",
+                        help="issue 36: a tied last block with no marker after it closes the "
+                             "file (ApplyOptions.tie_file_end, off by default)")
     parser.add_argument("--reading-search", action="store_true",
                         help="issue 36: the reading search and learned scorer "
                              "(ApplyOptions.reading_search); also prints its risk-coverage curve")
@@ -416,7 +425,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         meter = FallbackMeter(args.fallback)
 
-    options = ApplyOptions(reading_search=args.reading_search, scorer_threshold=0.0)
+    options = ApplyOptions(reading_search=args.reading_search, scorer_threshold=0.0,
+                           tie_rewrite=args.tie_rewrite, tie_file_end=args.tie_file_end)
     threshold = args.threshold
     if args.reading_search and threshold is None:
         threshold = default_scorer().threshold

@@ -8,14 +8,17 @@ the placement that explains the sketch with the fewest deletions wins; a line wh
 indentation disagrees with the sketch's (after the uniform shift) costs a little.
 ``Weights`` holds the scores.
 
-Two optimal placements that give different files are a tie, and a tie is decided only by
-what the sketch itself says (``break_tie``); otherwise the sketch is ambiguous: abstain.
-* A rewrite: the sketch's new lines replace the old lines they resemble. Where one
-  placement deletes lines like the new ones (line similarity, summed) and the other does
-  not, by a clear margin, the sketch rewrites those lines there.
-* The end of the file: a sketch whose last block has no marker after it ends where the
-  file ends. Where neither placement reads as a rewrite and the later one deletes nothing
-  and leaves only blank lines after its last line, the block closes the file.
+Two optimal placements that give different files are a tie: the sketch is ambiguous, and
+the applier abstains. Two options decide a tie by what the sketch itself says
+(``break_tie``; both off by default: more exact answers on the development projects, none
+held out, see BENCHMARKS.md):
+* ``ApplyOptions.tie_rewrite``, a rewrite: the sketch's new lines replace the old lines
+  they resemble. Where one placement deletes lines like the new ones (line similarity,
+  summed) and the other does not, by a clear margin, the sketch rewrites those lines there.
+* ``ApplyOptions.tie_file_end``, the end of the file: a sketch whose last block has no
+  marker after it ends where the file ends. Where neither placement reads as
+  a rewrite and the later one deletes nothing and leaves only blank lines after its last
+  line, the block closes the file.
 """
 
 from __future__ import annotations
@@ -104,16 +107,22 @@ def break_tie(merger: Reading, early: list[tuple[int, int]], late: list[tuple[in
               ja: int, pa: int, jb: int, pb: int) -> list[tuple[int, int]] | None:
     """Of two optimal placements of one gap that give different files (the earliest and the
     latest), the one the sketch says, or ``None``: the one whose new lines rewrite lines
-    like them by a clear margin; else, where the gap closes a sketch whose last block has
-    no marker after it, the later one if it deletes nothing and is followed only by blank
-    lines (the block ends the file)."""
+    like them by a clear margin (``ApplyOptions.tie_rewrite``); else, with
+    ``tie_file_end``, where the gap closes a sketch whose last block has no marker after
+    it, the later one if it deletes nothing and is followed only by blank lines (the block
+    ends the file)."""
+    options = merger.options
+    if not (options.tie_rewrite or options.tie_file_end):
+        return None
     early_rewrite = _rewrite_similarity(merger, early, ja, pa, jb, pb)
     late_rewrite = _rewrite_similarity(merger, late, ja, pa, jb, pb)
     if abs(early_rewrite - late_rewrite) >= _REWRITE_MARGIN:
+        if not options.tie_rewrite:
+            return None
         return early if early_rewrite > late_rewrite else late
     if max(early_rewrite, late_rewrite) >= _REWRITE_MARGIN:
         return None  # both read as rewrites: of which lines, the sketch does not say
-    if (late and jb == merger.m and pb == merger.n and merger.sk.kinds[-1] == IMPLICIT
+    if (options.tie_file_end and late and jb == merger.m and pb == merger.n and merger.sk.kinds[-1] == IMPLICIT
             and not any(merger.ok[p] for p in range(late[-1][1] + 1, pb))
             and not _deletes(merger, late, ja, pa, jb, pb)):
         return late

@@ -38,6 +38,16 @@ class ApplyOptions:
     different files (roughly doubles the time per merge)."""
     max_lines: int = 200_000
     """Abstain on larger inputs instead of spending unbounded time."""
+    tie_rewrite: bool = False
+    """Where two placements of a block tie, take the one whose new lines rewrite old lines
+    like them, by a clear margin (``gap_search.break_tie``). Off by default: more exact
+    answers on the development projects, none on the held-out ones, and two more silent
+    wrongs in the held-out third style (BENCHMARKS.md, issue 36)."""
+    tie_file_end: bool = False
+    """Where the tied block is the sketch's last, with no marker after it, take the later
+    placement when it deletes nothing and leaves only blank lines after it (the block
+    closes the file). Off by default: it reads a missing last marker as the file's end, a
+    sketch-style convention; one more exact answer held out (BENCHMARKS.md, issue 36)."""
     reading_search: bool = False
     """Issue 36: where the rules abstain, search the other readings of the sketch, and answer
     any file (the rules' or a searched one) only when the learned scorer's probability that

@@ -12,6 +12,8 @@ Config block (every option is a constructor keyword)::
           model: null            # a local HF causal LM path: rewrites the file on an abstain
           model_options: {device: cpu, max_new_tokens: 8192, draft_len: 24}
           fallback: null         # a train_fallback directory: rewrites the regions on an abstain
+          tie_rewrite: false     # a tied block goes where its new lines rewrite like old ones
+          tie_file_end: false    # ...or, last with no marker after it, at the file's end
           reading_search: false  # issue 36: readings searched where the rules abstain, scored
           scorer_threshold: null # null: the thresholds shipped with scorer_weights.json
           scorer_rules_threshold: null
@@ -71,6 +73,12 @@ class ApplyOptionsModel(SpecialistOptions):
     """Place a modified line by similarity when exactly one region fits."""
     cross_check: bool = True
     """Apply only when a second, global reading of the sketch gives the same file."""
+    tie_rewrite: bool = False
+    """A block that fits two places equally well goes where its new lines rewrite old lines
+    like them (clear margin), instead of abstaining (off by default: see BENCHMARKS.md)."""
+    tie_file_end: bool = False
+    """...or, as the sketch's last block with no marker after it, at the file's end (off by
+    default: see BENCHMARKS.md)."""
     reading_search: bool = False
     """Issue 36: search the sketch's other readings where the rules abstain, and answer only
     what a learned scorer finds likely enough (off by default: see BENCHMARKS.md)."""
@@ -107,6 +115,8 @@ class ApplySpecialist(Specialist):
         self.apply_options = ApplyOptions(max_delete_share=opts.max_delete_share,
                                           parse_check=opts.parse_check, fuzzy=opts.fuzzy,
                                           cross_check=opts.cross_check,
+                                          tie_rewrite=opts.tie_rewrite,
+                                          tie_file_end=opts.tie_file_end,
                                           reading_search=opts.reading_search,
                                           scorer_threshold=opts.scorer_threshold,
                                           scorer_rules_threshold=opts.scorer_rules_threshold)
