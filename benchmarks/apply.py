@@ -210,7 +210,8 @@ def _lines_cases(row: dict[str, Any], common: dict[str, Any], rng: random.Random
             continue
         yield Case(sketch=sk.text, label=sk.label, k=str(sk.k), noise=noise or "none",
                    generator="lines", kind="function" if k == "function" else "context",
-                   remake=lambda b, a, lang=row["language"], d=draw: make_sketch(b, a, lang, **d).text,
+                   remake=lambda b, a, lang=row["language"], d=draw: make_sketch(
+                       b, a, lang, **d).text,
                    **common)
 
 

@@ -204,7 +204,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             total = c[side] or 1
             return {k: round(c[f"{side}:{k}"] / total, 4)
                     for k in ("exact", "exact_ws", "abstain", "wrong")}
-        row = {"n": c["n"], "two_way": round(share, 4), "ceiling_exact_at_no_wrong": round(1 - share, 4),
+        row = {"n": c["n"], "two_way": round(share, 4),
+               "ceiling_exact_at_no_wrong": round(1 - share, 4),
                "applier_on_two_way": rates("two_way"), "applier_on_rest": rates("one_way"),
                "two_way_n": c["two_way"]}
         summary["groups"][group] = row

@@ -16,9 +16,9 @@ held out, see BENCHMARKS.md):
   they resemble. Where one placement deletes lines like the new ones (line similarity,
   summed) and the other does not, by a clear margin, the sketch rewrites those lines there.
 * ``ApplyOptions.tie_file_end``, the end of the file: a sketch whose last block has no
-  marker after it ends where the file ends. Where neither placement reads as
-  a rewrite and the later one deletes nothing and leaves only blank lines after its last
-  line, the block closes the file.
+  marker after it ends where the file ends. Where neither placement reads as a rewrite
+  and the later one deletes nothing and leaves only blank lines after its last line, the
+  block closes the file.
 """
 
 from __future__ import annotations
@@ -122,7 +122,8 @@ def break_tie(merger: Reading, early: list[tuple[int, int]], late: list[tuple[in
         return early if early_rewrite > late_rewrite else late
     if max(early_rewrite, late_rewrite) >= _REWRITE_MARGIN:
         return None  # both read as rewrites: of which lines, the sketch does not say
-    if (options.tie_file_end and late and jb == merger.m and pb == merger.n and merger.sk.kinds[-1] == IMPLICIT
+    if (options.tie_file_end and late and jb == merger.m and pb == merger.n
+            and merger.sk.kinds[-1] == IMPLICIT
             and not any(merger.ok[p] for p in range(late[-1][1] + 1, pb))
             and not _deletes(merger, late, ja, pa, jb, pb)):
         return late

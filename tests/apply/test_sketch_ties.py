@@ -62,8 +62,11 @@ APPENDED = '''# ... existing code ...
 '''
 
 
-def _without_break_tie(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gap_search, "break_tie", lambda *args: None)
+def _refused_as_a_tie(original: str, sketch: str, path: str,
+                      options: ApplyOptions | None = None) -> None:
+    result = apply_sketch(original, sketch, path=path, options=options)
+    assert not result.applied
+    assert result.reason.startswith(TIE)
 
 
 def test_block_whose_new_line_rewrites_a_like_line_at_one_place_is_placed_there() -> None:
@@ -72,25 +75,13 @@ def test_block_whose_new_line_rewrites_a_like_line_at_one_place_is_placed_there(
     assert result.merged == TWO_FUNCTIONS.replace('mode="a"', 'mode="w"')
 
 
-def test_the_rewrite_is_a_tie_the_structure_alone_leaves_open(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    _without_break_tie(monkeypatch)
-    result = apply_sketch(TWO_FUNCTIONS, REWRITE, path="io.py", options=REWRITES)
-    assert not result.applied
-    assert result.reason.startswith(TIE)
-
-
 def test_block_whose_new_line_is_like_the_lines_at_both_places_abstains() -> None:
     both = TWO_FUNCTIONS.replace('log("loading")', 'write(path, text, mode="r")')
-    result = apply_sketch(both, REWRITE, path="io.py", options=REWRITES)
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+    _refused_as_a_tie(both, REWRITE, "io.py", REWRITES)
 
 
 def test_the_rewrite_reading_is_off_by_default() -> None:
-    result = apply_sketch(TWO_FUNCTIONS, REWRITE, path="io.py")
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+    _refused_as_a_tie(TWO_FUNCTIONS, REWRITE, "io.py")
 
 
 def test_last_block_with_no_marker_after_it_closes_the_file_where_asked() -> None:
@@ -100,32 +91,28 @@ def test_last_block_with_no_marker_after_it_closes_the_file_where_asked() -> Non
 
 
 def test_the_file_end_reading_is_off_by_default() -> None:
-    result = apply_sketch(CLASS, APPENDED, path="version.py")
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+    _refused_as_a_tie(CLASS, APPENDED, "version.py")
 
 
-def test_the_file_end_is_a_tie_the_structure_alone_leaves_open(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    _without_break_tie(monkeypatch)
-    result = apply_sketch(CLASS, APPENDED, path="version.py", options=FILE_END)
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+@pytest.mark.parametrize(("original", "sketch", "path", "options"), [
+    (TWO_FUNCTIONS, REWRITE, "io.py", REWRITES),
+    (CLASS, APPENDED, "version.py", FILE_END),
+], ids=["rewrite", "file end"])
+def test_each_reading_decides_a_tie_the_structure_alone_leaves_open(
+        monkeypatch: pytest.MonkeyPatch, original: str, sketch: str, path: str,
+        options: ApplyOptions) -> None:
+    monkeypatch.setattr(gap_search, "break_tie", lambda *args: None)
+    _refused_as_a_tie(original, sketch, path, options)
 
 
 def test_block_followed_by_a_marker_is_not_read_as_the_file_end() -> None:
-    result = apply_sketch(CLASS, APPENDED + "    # ... existing code ...\n", path="version.py",
-                          options=FILE_END)
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+    _refused_as_a_tie(CLASS, APPENDED + "    # ... existing code ...\n", "version.py", FILE_END)
 
 
 def test_last_block_that_would_leave_code_after_it_is_not_read_as_the_file_end() -> None:
     # the file's last method follows the last blank line the block could start on
     closed = CLASS.rstrip("\n") + "\n"
-    result = apply_sketch(closed, APPENDED, path="version.py", options=FILE_END)
-    assert not result.applied
-    assert result.reason.startswith(TIE)
+    _refused_as_a_tie(closed, APPENDED, "version.py", FILE_END)
 
 
 def test_the_specialist_takes_both_options_from_its_config() -> None:
