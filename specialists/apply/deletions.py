@@ -5,9 +5,11 @@ certainly placed). Also the deletion counts the result reports."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from specialists.apply.languages import definition_name, definition_start
+from specialists.apply.languages import (BRACE_LANGUAGES, closing_line, definition_name,
+                                         definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain
 from specialists.apply.similarity import rewrites
@@ -192,6 +194,14 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     need = 1 if len(gone) <= _BIG_DELETION else 2
     if _anchored_run(merger, ja, pa, -1, need) and _anchored_run(merger, jb, pb, 1, need):
         return
+    # A line that only closes brackets (``}``, ``});``) repeats all through a brace-language
+    # file and is rarely pinned by itself; it is placed as certainly as the line it
+    # balances, or, just below a certain line, as the end of the block that line is in.
+    up = _anchored_run(merger, ja, pa, -1, need) or _bracket_pinned(merger, ja, pa, -1)
+    down = _anchored_run(merger, jb, pb, 1, need) or _bracket_pinned(merger, jb, pb, -1) or (
+        up and _same_block(merger, ja, pa, jb, pb, 1))
+    if up and down:
+        return
     if need == 1 and _anchored_run(merger, jb, pb, 1) and _only_place_above(merger, ja, pb):
         return
     above, below = _pinned_stretch(merger, ja, -1), _pinned_stretch(merger, jb, 1)
@@ -209,6 +219,39 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
         return
     raise Abstain("the sketch deletes original lines between two lines that are not "
                   "certainly placed", merger.sk.span(ja, jb))
+
+
+_CLOSER = re.compile(r"[)\]}][)\]};,]*$")
+_BRACKET_REACH = 400  # original lines walked to find the line balancing a bracket
+
+
+def _bracket_pinned(merger: Reading, j: int, p: int, step: int) -> bool:
+    """In a brace language, sketch line j (placed at p) only closes brackets, the line of
+    its stretch that opens the last of them is placed where a line found once in the
+    original and once in the sketch pins it, and in the original the line balancing that
+    one is p: j is the line closing that block, not a copy of it further on."""
+    if merger.language not in BRACE_LANGUAGES or p < 0 or not _CLOSER.match(merger.sk.keys[j]):
+        return False
+    sk, ok = merger.sk, merger.ok
+    edge = j + step
+    while 0 <= edge < merger.m and sk.kinds[edge] == LineKind.CODE:
+        edge += step
+    i = closing_line(sk.keys, j + step, edge, step) if edge != j + step else None
+    q = merger.sm[i] if i is not None else -1
+    if q < 0 or (p - q) * step >= 0 or abs(p - q) > _BRACKET_REACH:
+        return False
+    return ((_anchored_run(merger, i, q, -1) or _anchored_run(merger, i, q, 1))
+            and closing_line(ok, q - step, p - step, -step) == p)
+
+
+def _same_block(merger: Reading, j: int, p: int, k: int, q: int, step: int) -> bool:
+    """In a brace language, sketch line k (placed at q) only closes brackets and is the
+    first, walking from the certainly placed line j by ``step``, to close the block j stands
+    in, and in the original q is that line for p: k is where that block ends."""
+    return (merger.language in BRACE_LANGUAGES and abs(q - p) <= _BRACKET_REACH
+            and bool(_CLOSER.match(merger.sk.keys[k]))
+            and closing_line(merger.sk.keys, j + step, k + step, step) == k
+            and closing_line(merger.ok, p + step, q + step, step) == q)
 
 
 def _only_place_above(merger: Reading, ja: int, pb: int) -> bool:

@@ -14,8 +14,9 @@ from itertools import repeat
 from typing import Iterable
 
 __all__ = [
-    "CommentSyntax", "comment_syntax", "definition_end", "definition_name", "definition_start",
-    "definitions_of", "language_for_path",
+    "BRACE_LANGUAGES", "CommentSyntax", "bracket_steps", "closing_line", "comment_syntax",
+    "definition_end", "definition_name", "definition_start", "definitions_of",
+    "language_for_path",
 ]
 
 _EXTENSIONS: dict[str, str] = {
@@ -151,6 +152,58 @@ def definition_start(keys: list[str], widths: list[int], header: int, lo: int = 
     while p - 1 >= lo and keys[p - 1].startswith("@") and widths[p - 1] == widths[header]:
         p -= 1
     return p
+
+
+BRACE_LANGUAGES = frozenset({"javascript", "typescript", "tsx", "go", "rust", "java", "c",
+                             "cpp", "csharp", "kotlin", "swift", "scala", "php", "css"})
+_OPENS, _CLOSES = "([{", ")]}"
+
+
+def bracket_steps(key: str) -> tuple[int, int]:
+    """(lowest, net) bracket depth along one stripped line of a brace language, from 0 at
+    its start: ``} else {`` is (-1, 0), ``});`` (-2, -2). Brackets in string literals and
+    comments are skipped (a string or comment running across lines is not followed, nor a
+    regular expression literal); a line in a block comment (``*`` or ``/*``) counts as none."""
+    if key.startswith(("*", "/*", "//")):
+        return 0, 0
+    depth = lowest = 0
+    quote = ""
+    i, n = 0, len(key)
+    while i < n:
+        c = key[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"`":
+            quote = c
+        elif c == "/" and key[i + 1:i + 2] == "/":
+            break
+        elif c in _OPENS:
+            depth += 1
+        elif c in _CLOSES:
+            depth -= 1
+            lowest = min(lowest, depth)
+        i += 1
+    return lowest, depth
+
+
+def closing_line(keys: list[str], start: int, stop: int, step: int) -> int | None:
+    """Walking from ``start`` by ``step`` (1: down, -1: up) while it is not ``stop``, the
+    first line that closes (down) or opens (up) a bracket left open across ``start - step``'s
+    edge: the line that balances it. ``None`` if there is none before ``stop``."""
+    depth = 0
+    j = start
+    while j != stop:
+        lowest, net = bracket_steps(keys[j])
+        if step < 0:  # read backwards, closers open and openers close
+            lowest, net = lowest - net, -net
+        if depth + lowest < 0:
+            return j
+        depth += net
+        j += step
+    return None
 
 
 def definition_end(keys: list[str], widths: list[int], header: int, hi: int,
