@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from specialists.apply.languages import (BRACE_LANGUAGES, closing_line, definition_name,
-                                         definition_start)
+from specialists.apply.languages import (BRACE_LANGUAGES, bracket_steps, closing_line,
+                                         definition_name, definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain
 from specialists.apply.similarity import rewrites
@@ -202,6 +202,9 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
         up and _same_block(merger, ja, pa, jb, pb, 1))
     if up and down:
         return
+    if up != down and len(gone) <= _BIG_DELETION and _statements_beside_closer(
+            merger, ja, pa, jb, pb, jb if up else ja):
+        return
     if need == 1 and _anchored_run(merger, jb, pb, 1) and _only_place_above(merger, ja, pb):
         return
     above, below = _pinned_stretch(merger, ja, -1), _pinned_stretch(merger, jb, 1)
@@ -242,6 +245,20 @@ def _bracket_pinned(merger: Reading, j: int, p: int, step: int) -> bool:
         return False
     return ((_anchored_run(merger, i, q, -1) or _anchored_run(merger, i, q, 1))
             and closing_line(ok, q - step, p - step, -step) == p)
+
+
+def _statements_beside_closer(merger: Reading, ja: int, pa: int, jb: int, pb: int,
+                              closer: int) -> bool:
+    """In a brace language, the line not certainly placed (``closer``) only closes brackets,
+    every original line deleted between the two opens and closes none (whole statements,
+    no block begun or ended), and the sketch's new lines there balance as they do. Placed
+    on any other line like it, the closer would delete a block's edge or leave the file's
+    brackets unbalanced; here the sketch rewrites plain statements next to a block's end."""
+    if merger.language not in BRACE_LANGUAGES or not _CLOSER.match(merger.sk.keys[closer]):
+        return False
+    if any(bracket_steps(merger.ok[p]) != (0, 0) for p in range(pa + 1, pb)):
+        return False
+    return sum(bracket_steps(merger.sk.keys[j])[1] for j in range(ja + 1, jb)) == 0
 
 
 def _same_block(merger: Reading, j: int, p: int, k: int, q: int, step: int) -> bool:

@@ -128,6 +128,35 @@ test('three', async t => {
 '''
 
 
+SCRIPT = '''function setup(app) {
+  app.use(logger)
+}
+
+function teardown(app) {
+  app.close()
+}
+
+app.listen(3000)
+console.log('listening')
+start(app)
+'''
+
+# The ``}`` right below the marker is one of two, with its opener out of sight; the lines
+# between it and ``start(app)`` are plain statements, rewritten.
+STATEMENTS = '''// ... existing code ...
+}
+
+server.close()
+report()
+start(app)
+'''
+
+# The same sketch where the deleted lines are one call over two lines: they open and close
+# brackets, so they may be a block's edge, and the closing line is not certain.
+CALL = SCRIPT.replace("app.listen(3000)\nconsole.log('listening')",
+                      "app.listen(3000, {\n  host: 'localhost' })")
+
+
 @pytest.mark.parametrize(("key", "steps"), [
     ("}", (-1, -1)), ("});", (-2, -2)), ("} else {", (-1, 0)), ("foo({", (0, 2)),
     ("if (a) {", (0, 1)), ('x = "}"; // }', (0, 0)), ("s = `a{`", (0, 0)),
@@ -175,3 +204,16 @@ def test_a_block_copying_another_is_not_read_as_rewriting_it() -> None:
     result = apply_sketch(TESTS, COPY, language="javascript", path="test/a.test.js")
     assert not result.applied or result.merged == TESTS.replace(
         "test('three'", COPY.split("\n", 2)[2].split("test('three'")[0] + "test('three'")
+
+
+def test_plain_statements_rewritten_below_a_closing_line() -> None:
+    result = apply_sketch(SCRIPT, STATEMENTS, language="javascript", path="lib/a.js")
+    assert result.applied, result.reason
+    assert result.merged == SCRIPT.replace("app.listen(3000)\nconsole.log('listening')",
+                                           "server.close()\nreport()")
+
+
+def test_deleted_lines_that_open_brackets_keep_the_closing_line_uncertain() -> None:
+    result = apply_sketch(CALL, STATEMENTS, language="javascript", path="lib/a.js")
+    assert not result.applied
+    assert result.reason == UNCERTAIN
