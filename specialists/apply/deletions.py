@@ -197,9 +197,9 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     # A line that only closes brackets (``}``, ``});``) repeats all through a brace-language
     # file and is rarely pinned by itself; it is placed as certainly as the line it
     # balances, or, just below a certain line, as the end of the block that line is in.
-    up = _anchored_run(merger, ja, pa, -1, need) or _bracket_pinned(merger, ja, pa, -1)
-    down = _anchored_run(merger, jb, pb, 1, need) or _bracket_pinned(merger, jb, pb, -1) or (
-        up and _same_block(merger, ja, pa, jb, pb, 1))
+    up = _anchored_run(merger, ja, pa, -1, need) or _bracket_pinned(merger, ja, pa)
+    down = _anchored_run(merger, jb, pb, 1, need) or _bracket_pinned(merger, jb, pb) or (
+        up and _same_block(merger, ja, pa, jb, pb))
     if up and down:
         return
     if up != down and len(gone) <= _BIG_DELETION and _statements_beside_closer(
@@ -228,23 +228,24 @@ _CLOSER = re.compile(r"[)\]}][)\]};,]*$")
 _BRACKET_REACH = 400  # original lines walked to find the line balancing a bracket
 
 
-def _bracket_pinned(merger: Reading, j: int, p: int, step: int) -> bool:
+def _bracket_pinned(merger: Reading, j: int, p: int) -> bool:
     """In a brace language, sketch line j (placed at p) only closes brackets, the line of
-    its stretch that opens the last of them is placed where a line found once in the
-    original and once in the sketch pins it, and in the original the line balancing that
-    one is p: j is the line closing that block, not a copy of it further on."""
+    its stretch (above it, no marker between) that opens the last of them is placed where a
+    line found once in the original and once in the sketch pins it, and in the original
+    the line balancing that one is p: j is the line closing that block, not a copy of it
+    further on."""
     if merger.language not in BRACE_LANGUAGES or p < 0 or not _CLOSER.match(merger.sk.keys[j]):
         return False
-    sk, ok = merger.sk, merger.ok
-    edge = j + step
-    while 0 <= edge < merger.m and sk.kinds[edge] == LineKind.CODE:
-        edge += step
-    i = closing_line(sk.keys, j + step, edge, step) if edge != j + step else None
+    sk = merger.sk
+    top = j - 1
+    while top >= 0 and sk.kinds[top] == LineKind.CODE:
+        top -= 1
+    i = closing_line(sk.keys, j - 1, top, -1) if top < j - 1 else None
     q = merger.sm[i] if i is not None else -1
-    if q < 0 or (p - q) * step >= 0 or abs(p - q) > _BRACKET_REACH:
+    if q < 0 or q >= p or p - q > _BRACKET_REACH:
         return False
     return ((_anchored_run(merger, i, q, -1) or _anchored_run(merger, i, q, 1))
-            and closing_line(ok, q - step, p - step, -step) == p)
+            and closing_line(merger.ok, q + 1, p + 1, 1) == p)
 
 
 def _statements_beside_closer(merger: Reading, ja: int, pa: int, jb: int, pb: int,
@@ -261,14 +262,14 @@ def _statements_beside_closer(merger: Reading, ja: int, pa: int, jb: int, pb: in
     return sum(bracket_steps(merger.sk.keys[j])[1] for j in range(ja + 1, jb)) == 0
 
 
-def _same_block(merger: Reading, j: int, p: int, k: int, q: int, step: int) -> bool:
-    """In a brace language, sketch line k (placed at q) only closes brackets and is the
-    first, walking from the certainly placed line j by ``step``, to close the block j stands
-    in, and in the original q is that line for p: k is where that block ends."""
-    return (merger.language in BRACE_LANGUAGES and abs(q - p) <= _BRACKET_REACH
+def _same_block(merger: Reading, j: int, p: int, k: int, q: int) -> bool:
+    """In a brace language, sketch line k (placed at q, below the certainly placed line j
+    at p) only closes brackets and is the first below j to close the block j stands in,
+    and in the original q is that line for p: k is where that block ends."""
+    return (merger.language in BRACE_LANGUAGES and 0 < q - p <= _BRACKET_REACH
             and bool(_CLOSER.match(merger.sk.keys[k]))
-            and closing_line(merger.sk.keys, j + step, k + step, step) == k
-            and closing_line(merger.ok, p + step, q + step, step) == q)
+            and closing_line(merger.sk.keys, j + 1, k + 1, 1) == k
+            and closing_line(merger.ok, p + 1, q + 1, 1) == q)
 
 
 def _only_place_above(merger: Reading, ja: int, pb: int) -> bool:
