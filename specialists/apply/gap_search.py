@@ -30,7 +30,8 @@ import numpy as np
 
 from specialists.apply import chain_kernel
 from specialists.apply.expansion import emit_gap
-from specialists.apply.languages import definition_end, definition_name
+from specialists.apply.languages import (BRACE_LANGUAGES, bracket_steps, definition_end,
+                                         definition_name)
 from specialists.apply.markers import LineKind
 from specialists.apply.result import Abstain
 from specialists.apply.similarity import similarities
@@ -106,14 +107,55 @@ def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
 def break_tie(merger: Reading, early: list[tuple[int, int]], late: list[tuple[int, int]],
               ja: int, pa: int, jb: int, pb: int) -> list[tuple[int, int]] | None:
     """Of two optimal placements of one gap that give different files (the earliest and the
-    latest), the one the sketch says, or ``None``: the one whose new lines rewrite lines
-    like them by a clear margin (``ApplyOptions.tie_rewrite``); else, with
-    ``tie_file_end``, where the gap closes a sketch whose last block has no marker after
-    it, the later one if it deletes nothing and is followed only by blank lines (the block
-    ends the file)."""
+    latest), the one the sketch says, or ``None``: with the options asked for,
+    ``_said_by_words``; else, in a brace language, the one whose brackets agree with the
+    sketch's (``_said_by_brackets``)."""
     options = merger.options
-    if not (options.tie_rewrite or options.tie_file_end):
+    if options.tie_rewrite or options.tie_file_end:
+        chosen = _said_by_words(merger, early, late, ja, pa, jb, pb)
+        if chosen is not None:
+            return chosen
+    return _said_by_brackets(merger, early, late, ja, pa, jb, pb)
+
+
+def _said_by_brackets(merger: Reading, early: list[tuple[int, int]],
+                      late: list[tuple[int, int]], ja: int, pa: int, jb: int,
+                      pb: int) -> list[tuple[int, int]] | None:
+    """In a brace language, the placement under which fewer of the sketch's stretches
+    (two consecutive placed lines, no marker between) change the bracket depth otherwise
+    than the original lines they stand for, where the two counts differ: a block of the
+    sketch that closes one bracket stands for original lines that close one too."""
+    if merger.language not in BRACE_LANGUAGES:
         return None
+    a = _bracket_mismatches(merger, early, ja, pa, jb, pb)
+    b = _bracket_mismatches(merger, late, ja, pa, jb, pb)
+    if a == b:
+        return None
+    return early if a < b else late
+
+
+def _bracket_mismatches(merger: Reading, chain: list[tuple[int, int]], ja: int, pa: int,
+                        jb: int, pb: int) -> int:
+    """How many of the placement's stretches inside the sketch change the bracket depth
+    by another amount than the original lines from one placed line to the next."""
+    count = 0
+    for j0, p0, j1, p1 in _segments(merger, chain, ja, pa, jb, pb):
+        if j0 < 0 or p0 < 0 or j1 >= merger.m:
+            continue
+        sketch = sum(bracket_steps(merger.sk.keys[j])[1] for j in range(j0, j1))
+        original = sum(bracket_steps(merger.ok[p])[1] for p in range(p0, p1))
+        count += sketch != original
+    return count
+
+
+def _said_by_words(merger: Reading, early: list[tuple[int, int]],
+                   late: list[tuple[int, int]], ja: int, pa: int, jb: int,
+                   pb: int) -> list[tuple[int, int]] | None:
+    """The placement whose new lines rewrite lines like them by a clear margin
+    (``ApplyOptions.tie_rewrite``); else, with ``tie_file_end``, where the gap closes a
+    sketch whose last block has no marker after it, the later one if it deletes nothing and
+    is followed only by blank lines (the block ends the file); else ``None``."""
+    options = merger.options
     early_rewrite = _rewrite_similarity(merger, early, ja, pa, jb, pb)
     late_rewrite = _rewrite_similarity(merger, late, ja, pa, jb, pb)
     if abs(early_rewrite - late_rewrite) >= _REWRITE_MARGIN:

@@ -9,10 +9,13 @@ the sketch's block copies one the original has, the applier still abstains."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from specialists.apply import apply_sketch
+from specialists.apply import apply_sketch, gap_search
 from specialists.apply.languages import bracket_steps, closing_line
+from specialists.apply.result import ApplyOptions
 
 UNCERTAIN = "the sketch deletes original lines between two lines that are not certainly placed"
 
@@ -217,3 +220,39 @@ def test_deleted_lines_that_open_brackets_keep_the_closing_line_uncertain() -> N
     result = apply_sketch(CALL, STATEMENTS, language="javascript", path="lib/a.js")
     assert not result.applied
     assert result.reason == UNCERTAIN
+
+
+class _Sketch:
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = keys
+
+    def sep_between(self, ja: int, jb: int) -> bool:
+        return False
+
+
+def _reading(sketch: list[str], original: list[str], language: str) -> SimpleNamespace:
+    return SimpleNamespace(language=language, sk=_Sketch(sketch), ok=original, m=len(sketch),
+                           n=len(original), options=ApplyOptions())
+
+
+# A block whose ``}`` fits two of the original's equally well (``gap_search.break_tie``):
+# only at the first do the lines before it leave one bracket open, as the sketch's do.
+TIE_SKETCH = ["A", "if (x) {", "go();", "}", "B"]
+TIE_ORIGINAL = ["A", "if (y) {", "stop();", "}", "items.forEach((i) => {", "if (i) {",
+                "use(i);", "}", "});", "B"]
+
+
+def test_a_tie_goes_to_the_placement_whose_brackets_agree_with_the_sketch() -> None:
+    early, late = [(3, 3)], [(3, 7)]
+    reading = _reading(TIE_SKETCH, TIE_ORIGINAL, "javascript")
+    assert gap_search._bracket_mismatches(reading, early, 0, 0, 4, 9) == 0
+    assert gap_search._bracket_mismatches(reading, late, 0, 0, 4, 9) == 2
+    assert gap_search.break_tie(reading, early, late, 0, 0, 4, 9) == early
+    assert gap_search.break_tie(reading, late, early, 0, 0, 4, 9) == early
+
+
+def test_a_tie_the_brackets_leave_open_or_in_python_still_abstains() -> None:
+    reading = _reading(TIE_SKETCH, TIE_ORIGINAL, "javascript")
+    assert gap_search.break_tie(reading, [(3, 3)], [(3, 3)], 0, 0, 4, 9) is None
+    python = _reading(TIE_SKETCH, TIE_ORIGINAL, "python")
+    assert gap_search.break_tie(python, [(3, 3)], [(3, 7)], 0, 0, 4, 9) is None
