@@ -61,13 +61,17 @@ def _get(url: str, timeout: float = 60.0) -> bytes:
         return response.read()
 
 
+def _folder(cache: Path, package: str) -> Path:
+    return cache / package.replace("/", "__")
+
+
 def _tarball_path(cache: Path, package: str, version: str) -> Path:
-    return cache / package.replace("/", "__") / f"{version}.tgz"
+    return _folder(cache, package) / f"{version}.tgz"
 
 
 def fetch(package: str, pairs: int, cache: Path, offline: bool) -> list[str]:
     """The last ``pairs + 1`` release versions of ``package``, their tarballs in ``cache``."""
-    folder = cache / package.replace("/", "__")
+    folder = _folder(cache, package)
     if offline:
         if not folder.is_dir():
             raise SystemExit(f"--offline: no cached tarballs for {package} under {folder}; "
@@ -108,17 +112,14 @@ def sources(tarball: Path) -> dict[str, str]:
     return out
 
 
-def hunks(before: str, after: str) -> int:
-    """Hunks of a unified diff with three lines of context, as ``git diff`` counts them."""
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), n=3, lineterm="")
-    return sum(1 for line in diff if line.startswith("@@"))
-
-
-def change(before: str, after: str) -> tuple[str, ...]:
-    """The lines a diff removes and adds, without context or indentation."""
-    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm="")
-    return tuple(line[0] + line[1:].strip() for line in diff
-                 if line[:1] in "+-" and not line.startswith(("+++", "---")))
+def diff_of(before: str, after: str) -> tuple[int, tuple[str, ...]]:
+    """The hunks of a unified diff with three lines of context, as ``git diff`` counts them,
+    and the lines it removes and adds, without indentation (the change, context aside)."""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), n=3,
+                                      lineterm=""))
+    count = sum(1 for line in lines if line.startswith("@@"))
+    return count, tuple(line[0] + line[1:].strip() for line in lines
+                        if line[:1] in "+-" and not line.startswith(("+++", "---")))
 
 
 def edits(package: str, versions: list[str], cache: Path,
@@ -135,8 +136,7 @@ def edits(package: str, versions: list[str], cache: Path,
         for path in sorted(a.keys() & b.keys()):
             if a[path] == b[path]:
                 continue
-            count = hunks(a[path], b[path])
-            what = change(a[path], b[path])
+            count, what = diff_of(a[path], b[path])
             if 1 <= count <= max_hunks and what not in changes:
                 changes.add(what)
                 yield dict(repo=f"npm:{package}", commit=f"{older}..{newer}", parent=older,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from specialists.apply.languages import (BRACE_LANGUAGES, bracket_steps, closing_line,
-                                         definition_name, definition_start)
+from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, bracket_steps,
+                                         closing_line, definition_name, definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain
 from specialists.apply.similarity import rewrites
@@ -192,11 +192,11 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     if not gone:
         return
     need = 1 if len(gone) <= _BIG_DELETION else 2
-    if _anchored_run(merger, ja, pa, -1, need) and _anchored_run(merger, jb, pb, 1, need):
-        return
-    # A line that only closes brackets (``}``, ``});``) repeats all through a brace-language
-    # file and is rarely pinned by itself; it is placed as certainly as the line it
-    # balances, or, just below a certain line, as the end of the block that line is in.
+    # A line is certain where a run of matches through it holds a line found once in the
+    # original and once in the sketch. A line that only closes brackets (``}``, ``});``) repeats all through a
+    # brace-language file and is rarely pinned by itself; it is placed as certainly as the
+    # line it balances, or, just below a certain line, as the end of the block that line is
+    # in.
     up = _anchored_run(merger, ja, pa, -1, need) or _bracket_pinned(merger, ja, pa)
     down = _anchored_run(merger, jb, pb, 1, need) or _bracket_pinned(merger, jb, pb) or (
         up and _same_block(merger, ja, pa, jb, pb))
@@ -259,7 +259,7 @@ def _statements_beside_closer(merger: Reading, ja: int, pa: int, jb: int, pb: in
         return False
     if any(bracket_steps(merger.ok[p]) != (0, 0) for p in range(pa + 1, pb)):
         return False
-    return sum(bracket_steps(merger.sk.keys[j])[1] for j in range(ja + 1, jb)) == 0
+    return bracket_net(merger.sk.keys, ja + 1, jb) == 0
 
 
 def _same_block(merger: Reading, j: int, p: int, k: int, q: int) -> bool:

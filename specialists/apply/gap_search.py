@@ -9,9 +9,12 @@ indentation disagrees with the sketch's (after the uniform shift) costs a little
 ``Weights`` holds the scores.
 
 Two optimal placements that give different files are a tie: the sketch is ambiguous, and
-the applier abstains. Two options decide a tie by what the sketch itself says
-(``break_tie``; both off by default: more exact answers on the development projects, none
-held out, see BENCHMARKS.md):
+the applier abstains, unless the sketch itself says which (``break_tie``). In a brace
+language it does where only one placement's brackets agree with the sketch's: fewer of its
+stretches change the bracket depth otherwise than the original lines they stand for (on by
+default; more exact answers on the npm development set, none wrong, no change held out).
+Two options decide a tie by the sketch's words first (both off by default: more exact
+answers on the development projects, none held out, see BENCHMARKS.md):
 * ``ApplyOptions.tie_rewrite``, a rewrite: the sketch's new lines replace the old lines
   they resemble. Where one placement deletes lines like the new ones (line similarity,
   summed) and the other does not, by a clear margin, the sketch rewrites those lines there.
@@ -30,7 +33,7 @@ import numpy as np
 
 from specialists.apply import chain_kernel
 from specialists.apply.expansion import emit_gap
-from specialists.apply.languages import (BRACE_LANGUAGES, bracket_steps, definition_end,
+from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, definition_end,
                                          definition_name)
 from specialists.apply.markers import LineKind
 from specialists.apply.result import Abstain
@@ -142,9 +145,7 @@ def _bracket_mismatches(merger: Reading, chain: list[tuple[int, int]], ja: int, 
     for j0, p0, j1, p1 in _segments(merger, chain, ja, pa, jb, pb):
         if j0 < 0 or p0 < 0 or j1 >= merger.m:
             continue
-        sketch = sum(bracket_steps(merger.sk.keys[j])[1] for j in range(j0, j1))
-        original = sum(bracket_steps(merger.ok[p])[1] for p in range(p0, p1))
-        count += sketch != original
+        count += bracket_net(merger.sk.keys, j0, j1) != bracket_net(merger.ok, p0, p1)
     return count
 
 

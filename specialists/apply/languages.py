@@ -14,9 +14,9 @@ from itertools import repeat
 from typing import Iterable
 
 __all__ = [
-    "BRACE_LANGUAGES", "CommentSyntax", "bracket_steps", "closing_line", "comment_syntax",
-    "definition_end", "definition_name", "definition_start", "definitions_of",
-    "language_for_path",
+    "BRACE_LANGUAGES", "CommentSyntax", "bracket_net", "bracket_steps", "closing_line",
+    "comment_syntax", "definition_end", "definition_name", "definition_start",
+    "definitions_of", "language_for_path",
 ]
 
 _EXTENSIONS: dict[str, str] = {
@@ -187,6 +187,11 @@ def bracket_steps(key: str) -> tuple[int, int]:
             lowest = min(lowest, depth)
         i += 1
     return lowest, depth
+
+
+def bracket_net(keys: list[str], lo: int, hi: int) -> int:
+    """How much lines lo..hi (stripped keys) change the bracket depth, all together."""
+    return sum(bracket_steps(keys[i])[1] for i in range(lo, hi))
 
 
 def closing_line(keys: list[str], start: int, stop: int, step: int) -> int | None:
