@@ -38,7 +38,7 @@ def unique_pairs(merger: Reading) -> list[tuple[int, int]]:
     merger.scount = counts
     return [(j, pos[key][0]) for j, key in enumerate(sk.keys)
             if key and counts.get(key) == 1 and sk.kinds[j] == LineKind.CODE
-            and not weak(key) and len(pos.get(key, ())) == 1]
+            and not weak(key) and len(pos.get(key, ())) == 1 and j not in merger.new_lines]
 
 
 def heaviest_chain(pairs: list[tuple[int, int, float]], n: int) -> list[tuple[int, int]]:
@@ -124,6 +124,7 @@ def _grow(merger: Reading, j: int, p: int, step: int, stop_j: int, stop_p: int,
           used: set[int]) -> None:
     ok, sm, m, n = merger.ok, merger.sm, merger.m, merger.n
     kinds, keys = merger.sk.kinds, merger.sk.keys
+    new = merger.new_lines
     code = LineKind.CODE
     # (jj, pp) "same": jj != stop_j and pp != stop_p, both in range, sketch line jj unmatched
     # code, original line pp unused, equal keys
@@ -133,7 +134,7 @@ def _grow(merger: Reading, j: int, p: int, step: int, stop_j: int, stop_p: int,
             jj, pp = j + step * (run + 1), p + step * (run + 1)
             if not (jj != stop_j and pp != stop_p and 0 <= jj < m and 0 <= pp < n
                     and sm[jj] < 0 and kinds[jj] == code and pp not in used
-                    and keys[jj] == ok[pp]) or ok[pp]:
+                    and keys[jj] == ok[pp] and jj not in new) or ok[pp]:
                 break
             run += 1
         nxt = run + 1
@@ -144,7 +145,7 @@ def _grow(merger: Reading, j: int, p: int, step: int, stop_j: int, stop_p: int,
             jj, pp = j + step * nxt, p + step * nxt
             if not (jj != stop_j and pp != stop_p and 0 <= jj < m and 0 <= pp < n
                     and sm[jj] < 0 and kinds[jj] == code and pp not in used
-                    and keys[jj] == ok[pp]):
+                    and keys[jj] == ok[pp] and jj not in new):
                 return
         for t in range(1, nxt + 1):
             sm[j + step * t] = p + step * t

@@ -220,8 +220,20 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     if not avoidable and (_rewrites_body(merger, ja, pa, pb)
                           or rewrites(new, [merger.ok[p] for p in gone])):
         return
-    raise Abstain("the sketch deletes original lines between two lines that are not "
-                  "certainly placed", merger.sk.span(ja, jb))
+    raise UncertainDeletion(merger.sk.span(ja, jb), (pa + 1, pb))
+
+
+UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that are not "
+                      "certainly placed")
+
+
+class UncertainDeletion(Abstain):
+    """``UNCERTAIN_DELETION``, with the original lines it would delete (``gone``: the first,
+    and one past the last) for ``merge``'s second reading to weigh."""
+
+    def __init__(self, span: tuple[int, int] | None, gone: tuple[int, int]) -> None:
+        super().__init__(UNCERTAIN_DELETION, span)
+        self.gone = gone
 
 
 _CLOSER = re.compile(r"[)\]}][)\]};,]*$")

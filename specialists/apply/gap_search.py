@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from specialists.apply.reading import Reading
 
 __all__ = ["DEFAULT_WEIGHTS", "Weights", "align_gap", "best_chain", "break_tie", "deletion_costs",
-           "warm"]
+           "new_definitions", "warm"]
 
 
 _MAX_NODES = 4000
@@ -63,7 +63,8 @@ def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
     nodes: list[tuple[int, int, float]] = []
     for j in range(ja + 1, jb):
         key = sk.keys[j]
-        if sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j] or sk.edge_blank[j]):
+        if (sk.kinds[j] != LineKind.CODE or not (key or sk.boundary[j] or sk.edge_blank[j])
+                or j in merger.new_lines):
             continue
         found = pos.get(key) if key else merger.blanks
         if not found:
@@ -83,7 +84,7 @@ def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
     if not nodes:
         return
     merger.searched = True
-    fresh = _new_definitions(merger, ja + 1, jb)
+    fresh = new_definitions(merger, ja + 1, jb)
     if fresh:
         nodes = [node for node in nodes if node[0] not in fresh]
         if not nodes:
@@ -205,7 +206,7 @@ def _rewrite_similarity(merger: Reading, chain: list[tuple[int, int]], ja: int, 
     return total
 
 
-def _new_definitions(merger: Reading, j0: int, j1: int) -> set[int]:
+def new_definitions(merger: Reading, j0: int, j1: int) -> set[int]:
     """Sketch lines of complete definitions the original does not have (by name): all
     new, so their closing ``}`` must not anchor on some other definition's."""
     sk = merger.sk

@@ -23,13 +23,16 @@ raises ``Abstain`` with the sketch span.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from specialists.apply import align as _align
+from specialists.apply.anchoring import weak
+from specialists.apply.deletions import UNCERTAIN_DELETION, UncertainDeletion
 from specialists.apply.expansion import HEAD_UNSAID, file_head
 from specialists.apply.floating import check_replaced_imports
-from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights
+from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights, new_definitions
 from specialists.apply.languages import definition_name
 from specialists.apply.markers import LineKind
 from specialists.apply.merge_checks import (check_blank_edge_context, check_closed_up_context,
@@ -173,9 +176,12 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         try:
             return _merge(original, body, language, options, weights)
         except Abstain as exc:
-            if exc.reason != HEAD_UNSAID:
+            if isinstance(exc, UncertainDeletion):
+                decided = _new_code_copies(original, body, language, options, weights, exc.gone)
+            elif exc.reason == HEAD_UNSAID:
+                decided = _head_by_use(original, body, language, options, weights)
+            else:
                 raise
-            decided = _head_by_use(original, body, language, options, weights)
             if decided is None:
                 raise
             return decided
@@ -183,6 +189,63 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         if dropped and exc.span is not None:
             exc.span = (exc.span[0] + dropped, exc.span[1] + dropped)
         raise
+
+
+def _new_code_copies(original: str, sketch: str, language: str | None, options: ApplyOptions,
+                     weights: Weights, gone: tuple[int, int]) -> Merge | None:
+    """A sketch whose reading deletes code between two lines not certainly placed, read
+    again with the lines of the definitions it adds (names the original does not define)
+    kept new whatever old lines they equal: a new test's ``def cli():``, a new class's
+    ``pass`` or a new function's ``}`` copies a line of the file, and placed on it the new
+    definition splits around code it then deletes. The second reading stands where it
+    passes every check and the sketch does not show the old code replaced after all
+    (``_copies_beside``, ``_orphaned``); else the abstain does (``None``). ``gone``: the
+    original lines the first reading deleted."""
+    try:
+        return _merge(original, sketch, language, options, weights, fresh=gone)
+    except Abstain:
+        return None
+
+
+_BESIDE = 8  # merged lines: a copy this near the old line it equals is that line rewritten
+
+
+def _copies_beside(merger: Merger, out: list[str], origin: list[int]) -> bool:
+    """Whether a line of the new definitions lands within ``_BESIDE`` lines of the original
+    line it equals, kept: new code written beside the old code it copies rewrites it (a
+    function body moved into a named function), and the first reading's deletion there
+    may be meant."""
+    sk = merger.sk
+    copied = {sk.keys[j] for j in merger.new_lines if not weak(sk.keys[j])}
+    copied &= merger.pos.keys()
+    if not copied:
+        return False
+    kept = [(i, merger.ok[o]) for i, o in enumerate(origin) if o >= 0 and merger.ok[o] in copied]
+    return any(o < 0 and abs(i - k) <= _BESIDE and out[i].strip() == key
+               for i, o in enumerate(origin) for k, key in kept)
+
+
+def _orphaned(merger: Merger, out: list[str], origin: list[int],
+              gone: tuple[int, int]) -> bool:
+    """Whether a definition the first reading deleted (one opening in ``gone``) is kept
+    here with its name no longer used anywhere else in the merged file, though the
+    original used it: the sketch rewrote its callers to the new definition, so the new
+    one replaces it (a function renamed where it stands), and keeping both is wrong."""
+    for p in range(*gone):
+        found = definition_name(merger.ok[p], merger.language) if merger.ok[p] else None
+        if found is None or p not in origin:
+            continue
+        end = merger.definition_end(p, merger.n)
+        word = re.compile(rf"(?<![\w$]){re.escape(found[1])}(?![\w$])")
+        if not any(word.search(line) for q, line in enumerate(merger.ok)
+                   if not p <= q < end):
+            continue  # never used by name in the original (a test, an exported hook)
+        start, stop = origin.index(p), origin.index(end - 1) if end - 1 in origin else None
+        if stop is None:
+            continue
+        if not any(word.search(line) for i, line in enumerate(out) if not start <= i <= stop):
+            return True
+    return False
 
 
 def _head_by_use(original: str, sketch: str, language: str | None, options: ApplyOptions,
@@ -209,7 +272,8 @@ def _head_by_use(original: str, sketch: str, language: str | None, options: Appl
 
 
 def _merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
-           weights: Weights, head: str | None = None) -> Merge:
+           weights: Weights, head: str | None = None,
+           fresh: tuple[int, int] | None = None) -> Merge:
     olines = split_lines(original)
     slines = split_lines(sketch)
     okeys = set(olines.keys)
@@ -221,6 +285,10 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
     merger = Merger(olines, sk, language, options, weights)
     merger.head_keeps = head == "keep"
     merger.head_deletes = head == "delete"
+    if fresh is not None:
+        merger.new_lines = frozenset(new_definitions(merger, 0, merger.m))
+        if not merger.new_lines:
+            raise Abstain(UNCERTAIN_DELETION)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
     if merger.blank_guesses and out == olines.raw:
@@ -231,6 +299,9 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
         merger, out, origin = _as_file_start(merger, out, origin)
     if out == olines.raw and sk.kinds[-1] == IMPLICIT:
         merger, out, origin = _as_file_end(merger, out, origin)
+    if fresh is not None and (_copies_beside(merger, out, origin)
+                              or _orphaned(merger, out, origin, fresh)):
+        raise Abstain(UNCERTAIN_DELETION)
     quiet = _blank_runs_only(merger)
     if quiet:
         # A block whose one change, read with its shorter blank runs kept, would be none: a

@@ -25,6 +25,7 @@ __all__ = ["AMBIGUOUS", "Merger"]
 
 # ``merge_dp``'s abstains when its earliest and latest optimal alignments give different
 # files: with different code in them, or with the same code and other blank lines.
+NEW_KEY = "\x00new"
 AMBIGUOUS = "ambiguous: the sketch reads as well in more than one place"
 AMBIGUOUS_BLANKS = "ambiguous: the sketch's blank lines read as well in more than one place"
 
@@ -87,7 +88,10 @@ class Merger(Reading):
                                   sk.span(j, j))
                 removes[j] = found
         try:
-            return _align.align(self.ok, self.owidth, sk.keys, sk.kinds, sk.widths,
+            keys = sk.keys
+            if self.new_lines:  # a key no original line has: these lines stay new
+                keys = [NEW_KEY if j in self.new_lines else key for j, key in enumerate(keys)]
+            return _align.align(self.ok, self.owidth, keys, sk.kinds, sk.widths,
                                 self.shift, removes, weak, costs)
         except ValueError:
             raise Abstain("the sketch cannot be read against the original") from None

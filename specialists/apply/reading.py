@@ -82,6 +82,10 @@ class Reading:
         # Read it as having forgotten its first marker: the head above stays (``merge``,
         # where the code decides between the two readings).
         self.head_keeps = False
+        # Sketch lines read as new whatever original line they equal: the lines of
+        # definitions the original does not have, on ``merge``'s second reading of a sketch
+        # whose first reading deleted code around them (``merge._new_code_copies``).
+        self.new_lines: frozenset[int] = frozenset()
 
     def fork(self, weights: Weights | None = None) -> Self:
         """A fresh merger over the same original and sketch, sharing what only depends on

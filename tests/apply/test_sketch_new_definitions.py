@@ -1,0 +1,191 @@
+"""A sketch that adds a definition whose lines copy lines of the file (the applier, issue 36:
+tests by kind of sketch). A new class's ``pass`` or a new function's closing ``}`` matches
+the same line of a definition beside it; anchored there, the new definition seems to
+replace the old one's header, and the applier refused the sketch ("deletes original lines
+between two lines that are not certainly placed"). It now reads such a sketch a second time
+with the lines of the definitions it adds, by names the original does not define, kept new
+(``merge._new_code_copies``). That reading is taken when it passes every check, unless the
+sketch shows the old code replaced after all: new code written within a few lines of an
+old line it copies, or a definition the first reading deleted left with no caller (the
+sketch rewrote its callers to the new name). Then the refusal stands."""
+
+from __future__ import annotations
+
+from specialists.apply import apply_sketch
+
+UNCERTAIN = "the sketch deletes original lines between two lines that are not certainly placed"
+
+HANDLERS = '''import pytest
+
+
+def test_handler(app, client):
+    class CustomError(Exception):
+        pass
+
+    @app.errorhandler(CustomError)
+    def on_custom(e):
+        return "custom"
+
+    @app.route("/custom")
+    def custom():
+        raise CustomError()
+
+    assert client.get("/custom").data == b"custom"
+
+
+def test_other(app):
+    class ParentError(Exception):
+        pass
+
+    assert app
+'''
+
+# The new class's ``pass`` is also ``CustomError``'s; placed there, the new class would
+# replace the test's header and ``CustomError``'s.
+NEW_CLASS = '''# ... existing code ...
+
+    class BadError(BaseException):
+        pass
+
+    @app.errorhandler(CustomError)
+    # ... rest of the file unchanged ...
+        return "custom"
+
+    with pytest.raises(AssertionError):
+        app.register_error_handler(BadError, None)
+
+    # ... code remains the same
+'''
+
+NEW_CLASS_WANT = HANDLERS.replace('''        pass
+
+    @app.errorhandler(CustomError)''', '''        pass
+
+    class BadError(BaseException):
+        pass
+
+    @app.errorhandler(CustomError)''').replace('''        return "custom"
+''', '''        return "custom"
+
+    with pytest.raises(AssertionError):
+        app.register_error_handler(BadError, None)
+''')
+
+UTIL = '''function getNativePromise() {
+    try {
+        var promise = new Promise(function(){});
+        if (classString(promise) === "[object Promise]") {
+            return Promise;
+        }
+    } catch (e) {}
+}
+
+function domainBind(self, cb) {
+    return self.bind(cb);
+}
+
+var ret = {
+    isNode: isNode,
+    domainBind: domainBind
+};
+'''
+
+# ``domainBind`` rewritten as ``contextBind`` where it stands, and its one use renamed: no
+# marker says the old function stays, and kept, nothing would call it.
+RENAMED = '''// ... keep existing code ...
+        if (classString(promise) === "[object Promise]") {
+            return Promise;
+        }
+    // ... unchanged ...
+}
+
+function contextBind(ctx, cb) {
+    if (ctx === null) {
+        return cb;
+    }
+    return ctx.bind(cb);
+}
+
+var ret = {
+    isNode: isNode,
+    contextBind: contextBind
+};
+'''
+
+# The same new function beside ``domainBind``, which the sketch still uses.
+ADDED = RENAMED.replace('''    contextBind: contextBind
+''', '''    contextBind: contextBind,
+    domainBind: domainBind
+''')
+
+ESCAPE = '''var _MATCH_HTML = /[&<>'"]/g;
+
+exports.escapeXML = function (markup) {
+  return String(markup).replace(_MATCH_HTML, encodeChar);
+};
+exports.escapeXML.toString = function () {
+  return Function.prototype.toString.call(this) + ';\\n' + escapeFuncStr;
+};
+
+/**
+ * Naive copy of properties from one object to another.
+ */
+exports.shallowCopy = function (to, from) {
+  for (var p in from) {
+    to[p] = from[p];
+  }
+  return to;
+};
+'''
+
+# The anonymous ``toString`` made a named function: its body line is the old one's, and the
+# new code lands right below it. The old function goes; the sketch does not show that with
+# a marker or a remove comment, so the applier may not keep it beside its copy.
+NAMED = '''// ... existing code ...
+
+function escapeXMLToString() {
+  return Function.prototype.toString.call(this) + ';\\n' + escapeFuncStr;
+}
+
+try {
+  Object.defineProperty(exports.escapeXML, 'toString', { value: escapeXMLToString });
+} catch (err) {
+  console.warn('Unable to set escapeXML.toString');
+}
+
+/**
+ * Naive copy of properties from one object to another.
+ // ... code remains the same
+'''
+
+
+def test_new_class_copying_a_neighbours_line_is_inserted_whole():
+    result = apply_sketch(HANDLERS, NEW_CLASS, path="tests/test_handlers.py")
+    assert result.status == "applied", result.reason
+    assert result.merged == NEW_CLASS_WANT
+
+
+def test_the_neighbour_keeps_its_header():
+    result = apply_sketch(HANDLERS, NEW_CLASS, path="tests/test_handlers.py")
+    assert "def test_handler(app, client):\n    class CustomError(Exception):" in result.merged
+    assert result.stats["deleted_by_context"] == 0
+
+
+def test_function_renamed_where_it_stands_is_not_kept_beside_the_new_one():
+    result = apply_sketch(UTIL, RENAMED, path="lib/util.js")
+    assert result.status == "abstained"
+    assert result.reason == UNCERTAIN
+
+
+def test_new_function_beside_one_still_used_is_added():
+    result = apply_sketch(UTIL, ADDED, path="lib/util.js")
+    assert result.status == "applied", result.reason
+    assert "function domainBind(self, cb) {\n    return self.bind(cb);\n}" in result.merged
+    assert result.merged.count("function contextBind(ctx, cb) {") == 1
+    assert result.merged.index("function domainBind") < result.merged.index("function contextBind")
+
+
+def test_new_code_copying_the_line_it_lands_beside_is_refused():
+    result = apply_sketch(ESCAPE, NAMED, path="lib/utils.js")
+    assert result.status == "abstained"
+    assert result.reason == UNCERTAIN
