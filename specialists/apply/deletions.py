@@ -228,11 +228,13 @@ UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that 
 
 
 class UncertainDeletion(Abstain):
-    """``UNCERTAIN_DELETION``, with the original lines it would delete (``gone``: the first,
-    and one past the last) for ``merge``'s second reading to weigh."""
+    """An abstain over original lines a reading deletes that the sketch may not mean to
+    (``UNCERTAIN_DELETION`` unless another reason is given), with those lines (``gone``:
+    the first, and one past the last) for ``merge``'s second reading to weigh."""
 
-    def __init__(self, span: tuple[int, int] | None, gone: tuple[int, int]) -> None:
-        super().__init__(UNCERTAIN_DELETION, span)
+    def __init__(self, span: tuple[int, int] | None, gone: tuple[int, int],
+                 reason: str = UNCERTAIN_DELETION) -> None:
+        super().__init__(reason, span)
         self.gone = gone
 
 

@@ -225,6 +225,26 @@ def _copies_beside(merger: Merger, out: list[str], origin: list[int]) -> bool:
                for i, o in enumerate(origin) for k, key in kept)
 
 
+_COPIED = 0.8  # share of a deleted definition's lines a new one repeats: the old one renamed
+_COPIED_LINES = 5  # fewer body lines than this decide nothing (``def cli():`` / ``pass``)
+
+
+def _copied_definition(merger: Merger, gone: tuple[int, int]) -> bool:
+    """Whether a definition the first reading deleted (one opening in ``gone``, with at least
+    ``_COPIED_LINES`` body lines with text, trivial ones aside) has ``_COPIED`` of them or
+    more among the lines the sketch's new definitions hold: the sketch renamed it with its
+    body kept, and read as new, the new one would stand beside the old."""
+    new = {merger.sk.keys[j] for j in merger.new_lines}
+    for p in range(*gone):
+        if merger.ok[p] and definition_name(merger.ok[p], merger.language) is not None:
+            end = merger.definition_end(p, merger.n)
+            body = [key for key in merger.ok[p + 1:end] if not weak(key)]
+            copied = sum(key in new for key in body)
+            if len(body) >= _COPIED_LINES and copied >= _COPIED * len(body):
+                return True
+    return False
+
+
 def _orphaned(merger: Merger, out: list[str], origin: list[int],
               gone: tuple[int, int]) -> bool:
     """Whether a definition the first reading deleted (one opening in ``gone``) is kept
@@ -287,7 +307,7 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
     merger.head_deletes = head == "delete"
     if fresh is not None:
         merger.new_lines = frozenset(new_definitions(merger, 0, merger.m))
-        if not merger.new_lines:
+        if not merger.new_lines or _copied_definition(merger, fresh):
             raise Abstain(UNCERTAIN_DELETION)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)

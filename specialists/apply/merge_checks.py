@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from specialists.apply.anchoring import weak
-from specialists.apply.deletions import whole_definitions
+from specialists.apply.deletions import UncertainDeletion, whole_definitions
 from specialists.apply.gap_search import Weights
 from specialists.apply.languages import definition_name, definitions_of
 from specialists.apply.markers import LineKind
@@ -23,6 +23,10 @@ __all__ = ["check_blank_edge_context", "check_closed_up_context", "check_context
            "check_context_split", "check_copied_edges", "check_insertion_reading",
            "check_near_ties", "check_reindent_elsewhere", "check_unmatched_edges",
            "check_weak_blocks", "code_blocks", "cross_check", "unmatched_edge"]
+
+
+INSERTION_READING = ("the block also reads as new code inserted between two adjacent original "
+                     "lines, deleting nothing")
 
 
 def code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
@@ -63,10 +67,11 @@ def check_insertion_reading(merger: Merger) -> None:
     named: set[str] | None = None
     for start, end in code_blocks(merger):
         inside = [j for j in range(start, end) if sm[j] >= 0]
-        gone = [definition_name(ok[p], language) for a, b in zip(inside, inside[1:])
-                for p in range(sm[a] + 1, sm[b]) if ok[p]]
-        if not gone:
+        deleted = [p for a, b in zip(inside, inside[1:]) for p in range(sm[a] + 1, sm[b])
+                   if ok[p]]
+        if not deleted:
             continue
+        gone = [definition_name(ok[p], language) for p in deleted]
         keys = sk.keys[start:end]
         outer = min(sk.widths[j] for j in range(start, end) if sk.keys[j])
         if defined is None:
@@ -84,8 +89,8 @@ def check_insertion_reading(merger: Merger) -> None:
             names = (definition_name(keys[x], language) for x in range(t, i)
                      if keys[x] and sk.widths[start + x] == outer)
             if not any(found is not None and found[1] in defined for found in names):
-                raise Abstain("the block also reads as new code inserted between two adjacent "
-                              "original lines, deleting nothing", sk.span(start, end - 1))
+                raise UncertainDeletion(sk.span(start, end - 1), (deleted[0], deleted[-1] + 1),
+                                        INSERTION_READING)
 
 
 def _opens_new_definition(merger: Merger, start: int, end: int, outer: int,

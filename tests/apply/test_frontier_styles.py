@@ -527,7 +527,10 @@ def test_print_exceptions(runner):
 
 def test_new_python_test_copying_its_neighbour_does_not_delete_the_neighbours_lines() -> None:
     # the new test's copied lines (def cli, @cli.command(), result = ...) match the test
-    # above, whose other lines would then read as deleted; or the test is inserted whole
+    # above, whose other lines would then read as deleted; or the test is inserted whole.
+    # Read again with the new test's lines kept new (it repeats 6 of the neighbour's 10
+    # lines: a new test, not the neighbour renamed), it is inserted whole and the neighbour
+    # stays under the marker (tests/apply/test_sketch_new_definitions.py)
     sketch = '''# ... existing code ...
 
 @pytest.mark.parametrize("debug", (True, False))
@@ -554,8 +557,11 @@ def test_print_exceptions(runner):
 # ... existing code ...
 '''
     result = apply_sketch(PY_TESTS, sketch, path="tests/test_cli.py")
-    assert not result.applied
-    assert "inserted between two adjacent original lines" in (result.reason or "")
+    assert result.applied, result.reason
+    added = sketch.split("# ... existing code ...\n\n")[1].split("def test_print_exceptions")[0]
+    assert result.merged == PY_TESTS.replace("def test_print_exceptions", added
+                                             + "def test_print_exceptions")
+    assert result.stats["deleted_by_context"] == 0
 
 
 def test_js_functions_assigned_to_members_are_definitions() -> None:

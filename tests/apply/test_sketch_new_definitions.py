@@ -4,9 +4,11 @@ the same line of a definition beside it; anchored there, the new definition seem
 replace the old one's header, and the applier refused the sketch ("deletes original lines
 between two lines that are not certainly placed"). It now reads such a sketch a second time
 with the lines of the definitions it adds, by names the original does not define, kept new
-(``merge._new_code_copies``). That reading is taken when it passes every check, unless the
-sketch shows the old code replaced after all: new code written within a few lines of an
-old line it copies, or a definition the first reading deleted left with no caller (the
+(``merge._new_code_copies``). The same holds where the block also read as new code
+inserted whole (the two readings' refusal). The second reading is taken when it passes every
+check, unless the sketch shows the old code replaced after all: a new definition made mostly
+of lines the file has (a class renamed, its body kept), new code written within a few lines
+of an old line it copies, or a definition the first reading deleted left with no caller (the
 sketch rewrote its callers to the new name). Then the refusal stands."""
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from specialists.apply import apply_sketch
 
 UNCERTAIN = "the sketch deletes original lines between two lines that are not certainly placed"
+TWO_READINGS = ("the block also reads as new code inserted between two adjacent original lines, "
+                "deleting nothing")
 
 HANDLERS = '''import pytest
 
@@ -189,3 +193,116 @@ def test_new_code_copying_the_line_it_lands_beside_is_refused():
     result = apply_sketch(ESCAPE, NAMED, path="lib/utils.js")
     assert result.status == "abstained"
     assert result.reason == UNCERTAIN
+
+
+OPTIONS = '''import click
+
+
+def test_unknown_options(runner):
+    @click.command()
+    def cli():
+        pass
+
+    result = runner.invoke(cli, ['--foo'])
+    assert result.exception
+
+
+def test_show_envvar(runner):
+    @click.command()
+    @click.option('--arg1', show_envvar=True)
+    def cmd(arg):
+        pass
+
+    result = runner.invoke(cmd, ['--help'],
+                           auto_envvar_prefix='TEST')
+    assert not result.exception
+    assert 'TEST_ARG1' in result.output
+
+
+def test_custom_validation(runner):
+    assert runner
+'''
+
+# A new test whose ``def cli():`` is the first test's, and whose invoke and assert lines are
+# the second's: read with those lines matched, it rewrites the second test (or deletes the
+# first's header); as a whole new test it goes before the test the sketch names below it.
+GROUP_TEST = '''# ... rest of the file unchanged ...
+
+def test_show_envvar_in_group(runner):
+    @click.group()
+    def cli():
+        pass
+
+    @cli.command()
+    @click.option('--baz', show_envvar=True)
+    def foo_bar(baz):
+        pass
+
+    result = runner.invoke(cli, ['foo-bar', '--help'],
+                           auto_envvar_prefix='TEST')
+    assert not result.exception
+    assert 'TEST_FOO_BAR_BAZ' in result.output
+
+
+def test_custom_validation(runner):
+    # ... keep existing code ...
+'''
+
+GROUP_TEST_WANT = OPTIONS.replace('''def test_custom_validation(runner):''', GROUP_TEST.split(
+    "# ... rest of the file unchanged ...\n\n")[1].split("    # ... keep")[0].rstrip("\n"))
+
+MAKE = '''import pytest
+
+
+class TestMakeAttr(object):
+    """
+    Tests for `attr`.
+    """
+    def test_returns_attr(self):
+        a = attr()
+        assert isinstance(a, _Attr)
+
+    def test_catches_defaults(self):
+        with pytest.raises(ValueError) as e:
+            attr(default_value=42, default_factory=list)
+        assert "ambiguous" in e.value.args[0]
+
+
+class TestAddMethods(object):
+    def test_repr(self):
+        assert repr(C())
+'''
+
+# The class renamed, one line of it changed: read as a new class, the old one would stay.
+RENAMED_CLASS = '''import pytest
+
+
+class TestAttr(object):
+    """
+    Tests for `attr`.
+    """
+    def test_returns_attr(self):
+        a = attr()
+        assert isinstance(a, _CountingAttr)
+
+    def test_catches_defaults(self):
+        with pytest.raises(ValueError) as e:
+            attr(default_value=42, default_factory=list)
+        assert "ambiguous" in e.value.args[0]
+
+
+# ... existing code ...
+'''
+
+
+def test_new_test_that_also_read_as_a_rewrite_is_inserted_whole():
+    result = apply_sketch(OPTIONS, GROUP_TEST, path="tests/test_options.py")
+    assert result.status == "applied", result.reason
+    assert result.merged == GROUP_TEST_WANT
+    assert result.stats["deleted_by_context"] == 0
+
+
+def test_class_renamed_with_its_body_is_not_added_beside_the_old_one():
+    result = apply_sketch(MAKE, RENAMED_CLASS, path="tests/test_make.py")
+    assert result.status == "abstained"
+    assert result.reason == TWO_READINGS
