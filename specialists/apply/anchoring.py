@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from specialists.apply.markers import LineKind
-from specialists.apply.result import Abstain
+from specialists.apply.result import ReadAgain
 
 if TYPE_CHECKING:
     from specialists.apply.reading import Reading
@@ -84,7 +84,7 @@ def check_dropped_anchors(merger: Reading, pairs: list[tuple[int, int, float]],
     kept = {j for j, _ in skeleton}
     for j, _, weight in pairs:
         if weight >= merger.wt.boundary and j not in kept:
-            raise Abstain("the sketch's anchors disagree on where a block goes",
+            raise ReadAgain("the sketch's anchors disagree on where a block goes",
                           merger.sk.span(j, j))
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, bracket_steps,
                                          closing_line, definition_name, definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
-from specialists.apply.result import Abstain
+from specialists.apply.result import Abstain, ReadAgain
 from specialists.apply.similarity import rewrites
 
 if TYPE_CHECKING:
@@ -220,22 +220,11 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     if not avoidable and (_rewrites_body(merger, ja, pa, pb)
                           or rewrites(new, [merger.ok[p] for p in gone])):
         return
-    raise UncertainDeletion(merger.sk.span(ja, jb), (pa + 1, pb))
+    raise ReadAgain(UNCERTAIN_DELETION, merger.sk.span(ja, jb), (pa + 1, pb))
 
 
 UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that are not "
                       "certainly placed")
-
-
-class UncertainDeletion(Abstain):
-    """An abstain over original lines a reading deletes that the sketch may not mean to
-    (``UNCERTAIN_DELETION`` unless another reason is given), with those lines (``gone``:
-    the first, and one past the last) for ``merge``'s second reading to weigh."""
-
-    def __init__(self, span: tuple[int, int] | None, gone: tuple[int, int],
-                 reason: str = UNCERTAIN_DELETION) -> None:
-        super().__init__(reason, span)
-        self.gone = gone
 
 
 _CLOSER = re.compile(r"[)\]}][)\]};,]*$")

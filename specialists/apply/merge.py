@@ -29,7 +29,6 @@ from typing import Any
 
 from specialists.apply import align as _align
 from specialists.apply.anchoring import weak
-from specialists.apply.deletions import UNCERTAIN_DELETION, UncertainDeletion
 from specialists.apply.expansion import HEAD_UNSAID, file_head
 from specialists.apply.floating import check_replaced_imports
 from specialists.apply.gap_search import DEFAULT_WEIGHTS, Weights, new_definitions
@@ -42,7 +41,7 @@ from specialists.apply.merge_checks import (check_blank_edge_context, check_clos
                                             check_unmatched_edges, check_weak_blocks,
                                             code_blocks, cross_check, unmatched_edge)
 from specialists.apply.merger import Merger
-from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.result import Abstain, ApplyOptions, ReadAgain
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines, sketch_text, split_lines
 from specialists.apply.usage import LANGUAGES as USAGE_LANGUAGES
@@ -176,7 +175,7 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
         try:
             return _merge(original, body, language, options, weights)
         except Abstain as exc:
-            if isinstance(exc, UncertainDeletion):
+            if isinstance(exc, ReadAgain):
                 decided = _new_code_copies(original, body, language, options, weights, exc.gone)
             elif exc.reason == HEAD_UNSAID:
                 decided = _head_by_use(original, body, language, options, weights)
@@ -193,9 +192,11 @@ def merge(original: str, sketch: str, language: str | None, options: ApplyOption
 
 def _new_code_copies(original: str, sketch: str, language: str | None, options: ApplyOptions,
                      weights: Weights, gone: tuple[int, int]) -> Merge | None:
-    """A sketch whose reading deletes code between two lines not certainly placed, read
-    again with the lines of the definitions it adds (names the original does not define)
-    kept new whatever old lines they equal: a new test's ``def cli():``, a new class's
+    """A sketch whose first reading was refused where it may have put new lines on old ones
+    (``ReadAgain``: a deletion between two lines not certainly placed, a block that also
+    reads as inserted whole, anchors that disagree), read again with the lines of the
+    definitions it adds (names the original does not define) kept new whatever old lines
+    they equal: a new test's ``def cli():``, a new class's
     ``pass`` or a new function's ``}`` copies a line of the file, and placed on it the new
     definition splits around code it then deletes. The second reading stands where it
     passes every check and the sketch does not show the old code replaced after all
@@ -207,6 +208,7 @@ def _new_code_copies(original: str, sketch: str, language: str | None, options: 
         return None
 
 
+_NOT_NEW = "the sketch's new definitions, read as new, leave the code they replace"
 _BESIDE = 8  # merged lines: a copy this near the old line it equals is that line rewritten
 
 
@@ -308,7 +310,7 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
     if fresh is not None:
         merger.new_lines = frozenset(new_definitions(merger, 0, merger.m))
         if not merger.new_lines or _copied_definition(merger, fresh):
-            raise Abstain(UNCERTAIN_DELETION)
+            raise Abstain(_NOT_NEW)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
     if merger.blank_guesses and out == olines.raw:
@@ -321,7 +323,7 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
         merger, out, origin = _as_file_end(merger, out, origin)
     if fresh is not None and (_copies_beside(merger, out, origin)
                               or _orphaned(merger, out, origin, fresh)):
-        raise Abstain(UNCERTAIN_DELETION)
+        raise Abstain(_NOT_NEW)
     quiet = _blank_runs_only(merger)
     if quiet:
         # A block whose one change, read with its shorter blank runs kept, would be none: a

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Iterator
 
 from specialists.apply.anchoring import weak
-from specialists.apply.deletions import UncertainDeletion, whole_definitions
+from specialists.apply.deletions import whole_definitions
 from specialists.apply.gap_search import Weights
 from specialists.apply.languages import definition_name, definitions_of
 from specialists.apply.markers import LineKind
 from specialists.apply.merger import AMBIGUOUS, Merger
-from specialists.apply.result import Abstain, ApplyOptions
+from specialists.apply.result import Abstain, ApplyOptions, ReadAgain
 from specialists.apply.sketch_lines import IMPLICIT, SketchLines
 from specialists.apply.text import Lines
 
@@ -89,8 +89,8 @@ def check_insertion_reading(merger: Merger) -> None:
             names = (definition_name(keys[x], language) for x in range(t, i)
                      if keys[x] and sk.widths[start + x] == outer)
             if not any(found is not None and found[1] in defined for found in names):
-                raise UncertainDeletion(sk.span(start, end - 1), (deleted[0], deleted[-1] + 1),
-                                        INSERTION_READING)
+                raise ReadAgain(INSERTION_READING, sk.span(start, end - 1),
+                                (deleted[0], deleted[-1] + 1))
 
 
 def _opens_new_definition(merger: Merger, start: int, end: int, outer: int,
@@ -458,7 +458,8 @@ def unmatched_edge(merger: Merger) -> tuple[int, list[int]] | None:
         if body and any(sm[i] >= 0 for i in body):
             for edge in sorted({body[0], body[-1]}):
                 key = sk.keys[edge]
-                if sm[edge] >= 0 or weak(key) or not sk.boundary[edge]:
+                if (sm[edge] >= 0 or weak(key) or not sk.boundary[edge]
+                        or edge in merger.new_lines):  # new on purpose (``merge``)
                     continue
                 places = [p for p in merger.pos.get(key, ()) if before < p < after]
                 if places and not _copied_edge(merger, edge, 1 if edge == body[0] else -1,

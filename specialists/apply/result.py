@@ -17,6 +17,18 @@ class Abstain(Exception):
         self.span = span
 
 
+class ReadAgain(Abstain):
+    """An abstain where the reading may have placed lines of a definition the sketch adds
+    on old lines they only copy: ``merge`` reads the sketch again with those lines kept new
+    (``merge._new_code_copies``). ``gone``: the original lines the first reading deleted
+    (the first, and one past the last), empty where it deleted none."""
+
+    def __init__(self, reason: str, span: tuple[int, int] | None,
+                 gone: tuple[int, int] = (0, 0)) -> None:
+        super().__init__(reason, span)
+        self.gone = gone
+
+
 @dataclass(frozen=True)
 class ApplyOptions:
     """Knobs of the deterministic applier; the defaults are what the benchmark measures."""

@@ -5,7 +5,8 @@ replace the old one's header, and the applier refused the sketch ("deletes origi
 between two lines that are not certainly placed"). It now reads such a sketch a second time
 with the lines of the definitions it adds, by names the original does not define, kept new
 (``merge._new_code_copies``). The same holds where the block also read as new code
-inserted whole (the two readings' refusal). The second reading is taken when it passes every
+inserted whole (the two readings' refusal), and where a copied line next to a marker made
+the block's anchors disagree. The second reading is taken when it passes every
 check, unless the sketch shows the old code replaced after all: a new definition made mostly
 of lines the file has (a class renamed, its body kept), new code written within a few lines
 of an old line it copies, or a definition the first reading deleted left with no caller (the
@@ -306,3 +307,56 @@ def test_class_renamed_with_its_body_is_not_added_beside_the_old_one():
     result = apply_sketch(MAKE, RENAMED_CLASS, path="tests/test_make.py")
     assert result.status == "abstained"
     assert result.reason == TWO_READINGS
+
+FORMATTING = '''import click
+
+
+def test_basic(runner):
+    @click.command()
+    def cli():
+        """First command."""
+
+    result = runner.invoke(cli, ['--help'], terminal_width=60)
+    assert not result.exception
+
+
+def test_wrapping(runner):
+    @click.group()
+    def cli():
+        """Group."""
+
+    result = runner.invoke(cli, ['a', '--help'], terminal_width=54)
+    assert not result.exception
+
+
+def test_empty_help(runner):
+    assert runner
+'''
+
+# The new test's last line, next to the marker, is the one such line of the first test:
+# as an anchor it says the block goes above the line the block's first anchor pins. Read
+# with the new test's lines kept new, the anchors agree, and that edge line is new on
+# purpose, not context left unmatched.
+AFTER_WRAPPING = '''# ... existing code ...
+    result = runner.invoke(cli, ['a', '--help'], terminal_width=54)
+    assert not result.exception
+
+
+def test_wrapping_long_name(runner):
+    @click.command()
+    def cli():
+        """First command."""
+
+    assert 'First command.' in result.output
+    result = runner.invoke(cli, ['--help'], terminal_width=60)
+# ... existing code ...
+'''
+
+
+def test_new_test_whose_edge_line_copies_an_earlier_test_goes_where_the_block_is_anchored():
+    result = apply_sketch(FORMATTING, AFTER_WRAPPING, path="tests/test_formatting.py")
+    assert result.status == "applied", result.reason
+    added = AFTER_WRAPPING.split("assert not result.exception\n")[1].split("# ... existing")[0]
+    assert result.merged == FORMATTING.replace(
+        "    assert not result.exception\n\n\ndef test_empty_help",
+        "    assert not result.exception\n" + added + "\n\ndef test_empty_help")
