@@ -162,8 +162,8 @@ def _edge_as_context(merger: Merger, edge: int,
         else:
             if other.sm[edge] == places[0]:
                 return other, out, origin
-    raise Abstain("a block's edge line is in the original but the block was placed elsewhere",
-                  merger.sk.span(edge, edge))
+    raise ReadAgain("a block's edge line is in the original but the block was placed elsewhere",
+                    merger.sk.span(edge, edge))
 
 
 def merge(original: str, sketch: str, language: str | None, options: ApplyOptions,

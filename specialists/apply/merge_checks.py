@@ -162,9 +162,9 @@ def check_copied_edges(merger: Merger) -> None:
                 continue
             placed = {sm[j] for j in text if sm[j] >= 0}
             if any(ok[p] and p not in placed for p in range(min(matched), max(matched))):
-                raise Abstain("a new unit that repeats its neighbour's lines: it rewrites "
-                              "the neighbour, or is inserted beside it",
-                              sk.span(unit[0], unit[-1]))
+                raise ReadAgain("a new unit that repeats its neighbour's lines: it rewrites "
+                                "the neighbour, or is inserted beside it",
+                                sk.span(unit[0], unit[-1]), (min(matched), max(matched) + 1))
 
 
 def _new_unit(merger: Merger, side: list[int]) -> list[int] | None:
