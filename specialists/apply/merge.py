@@ -194,14 +194,15 @@ def _new_code_copies(original: str, sketch: str, language: str | None, options: 
                      weights: Weights, gone: tuple[int, int]) -> Merge | None:
     """A sketch whose first reading was refused where it may have put new lines on old ones
     (``ReadAgain``: a deletion between two lines not certainly placed, a block that also
-    reads as inserted whole, anchors that disagree), read again with the lines of the
-    definitions it adds (names the original does not define) kept new whatever old lines
-    they equal: a new test's ``def cli():``, a new class's
-    ``pass`` or a new function's ``}`` copies a line of the file, and placed on it the new
-    definition splits around code it then deletes. The second reading stands where it
-    passes every check and the sketch does not show the old code replaced after all
-    (``_copies_beside``, ``_orphaned``); else the abstain does (``None``). ``gone``: the
-    original lines the first reading deleted."""
+    reads as inserted whole, anchors that disagree, an edge line left unmatched, a new unit
+    repeating its neighbour), read again with the lines of the definitions it adds (names
+    the original does not define) kept new whatever old lines they equal. A new test's
+    ``def cli():``, a new class's ``pass`` or a new function's ``}`` copies a line of the
+    file, and placed on it the new definition splits around code it then deletes. The
+    second reading stands where it passes every check and the sketch does not show the old
+    code replaced after all (``_copied_definition``, ``_copies_beside``, ``_orphaned``);
+    else the first refusal does (``None``). ``gone``: the original lines the first reading
+    deleted (the first, and one past the last; empty where none)."""
     try:
         return _merge(original, sketch, language, options, weights, fresh=gone)
     except Abstain:
@@ -214,9 +215,9 @@ _BESIDE = 8  # merged lines: a copy this near the old line it equals is that lin
 
 def _copies_beside(merger: Merger, out: list[str], origin: list[int]) -> bool:
     """Whether a line of the new definitions lands within ``_BESIDE`` lines of the original
-    line it equals, kept: new code written beside the old code it copies rewrites it (a
-    function body moved into a named function), and the first reading's deletion there
-    may be meant."""
+    line it equals, kept: new code written beside the old code it copies rewrites it (an
+    anonymous function's body moved into a named function where it stands), and the first
+    reading's deletion there may be meant."""
     sk = merger.sk
     copied = {sk.keys[j] for j in merger.new_lines if not weak(sk.keys[j])}
     copied &= merger.pos.keys()
@@ -262,9 +263,9 @@ def _orphaned(merger: Merger, out: list[str], origin: list[int],
         if not any(word.search(line) for q, line in enumerate(merger.ok)
                    if not p <= q < end):
             continue  # never used by name in the original (a test, an exported hook)
-        start, stop = origin.index(p), origin.index(end - 1) if end - 1 in origin else None
-        if stop is None:
+        if end - 1 not in origin:
             continue
+        start, stop = origin.index(p), origin.index(end - 1)
         if not any(word.search(line) for i, line in enumerate(out) if not start <= i <= stop):
             return True
     return False
