@@ -36,7 +36,7 @@ from specialists.apply.expansion import emit_gap
 from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, definition_end,
                                          definition_name)
 from specialists.apply.markers import LineKind
-from specialists.apply.result import Abstain
+from specialists.apply.result import Abstain, ReadAgain
 from specialists.apply.similarity import similarities
 from specialists.apply.sketch_lines import IMPLICIT
 from specialists.apply.weights import DEFAULT_WEIGHTS, Weights, deletion_costs
@@ -99,7 +99,7 @@ def align_gap(merger: Reading, ja: int, pa: int, jb: int, pb: int) -> None:
             if chosen is None:
                 code = [j for j in range(ja + 1, jb)
                         if sk.kinds[j] == LineKind.CODE and sk.keys[j]]
-                raise Abstain(
+                raise ReadAgain(
                     "ambiguous: the block matches in more than one place and structure does "
                     "not decide", sk.span(code[0], code[-1]) if code else sk.span(ja + 1, jb - 1),
                 )

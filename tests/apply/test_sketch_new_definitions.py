@@ -360,3 +360,62 @@ def test_new_test_whose_edge_line_copies_an_earlier_test_goes_where_the_block_is
     assert result.merged == FORMATTING.replace(
         "    assert not result.exception\n\n\ndef test_empty_help",
         "    assert not result.exception\n" + added + "\n\ndef test_empty_help")
+
+CONFIG_TESTS = '''import unittest
+
+
+class ConfigTestCase(unittest.TestCase):
+
+    def common_object_test(self, app):
+        assert app.secret_key == 'devkey'
+
+    def test_config_from_file(self):
+        app = flask.Flask(__name__)
+        try:
+            app.config.from_pyfile('missing.cfg')
+        except IOError as e:
+            assert 'missing.cfg' in str(e)
+        else:
+            assert 0, 'expected exception'
+        self.common_object_test(app)
+
+    def test_config_from_object(self):
+        app = flask.Flask(__name__)
+        app.config.from_object(__name__)
+        self.common_object_test(app)
+
+
+def suite():
+    return unittest.TestSuite()
+'''
+
+# The new method holds the file's one ``except IOError as e:``, in the first test: anchored
+# there, the block's first line (``self.common_object_test(app)``, next to the marker) is
+# left new although the original has it, and pinning it there fails. Read with the new
+# method's lines kept new, the block follows the last test, before ``suite``.
+ENVVAR_TEST = '''# ... (unchanged) ...
+        self.common_object_test(app)
+
+    def test_config_from_envvar(self):
+        app = flask.Flask('envvar')
+        try:
+            app.config.from_envvar('FOO_SETTINGS')
+        except IOError as e:
+            assert 'FOO_SETTINGS' in str(e)
+        else:
+            assert 0, 'expected exception'
+        assert app.config.from_envvar('FOO_SETTINGS', silent=True) is False
+
+
+def suite():
+    # ... other methods ...
+'''
+
+
+def test_new_method_holding_a_line_found_once_goes_before_the_line_after_it():
+    result = apply_sketch(CONFIG_TESTS, ENVVAR_TEST, path="tests/flask_tests.py")
+    assert result.status == "applied", result.reason
+    method = ENVVAR_TEST.split("self.common_object_test(app)\n")[1].split("\n\ndef suite")[0]
+    assert result.merged == CONFIG_TESTS.replace(
+        "        self.common_object_test(app)\n\n\ndef suite",
+        "        self.common_object_test(app)\n" + method + "\n\ndef suite")
