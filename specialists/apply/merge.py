@@ -214,13 +214,13 @@ _BESIDE = 8  # merged lines: a copy this near the old line it equals is that lin
 
 
 def _copies_beside(merger: Merger, out: list[str], origin: list[int]) -> bool:
-    """Whether a line of the new definitions lands within ``_BESIDE`` lines of the original
-    line it equals, kept: new code written beside the old code it copies rewrites it (an
+    """Whether a line of the new definitions, one the original has once (a line every test
+    repeats says nothing), lands within ``_BESIDE`` lines of that original line, kept: new code written beside the old code it copies rewrites it (an
     anonymous function's body moved into a named function where it stands), and the first
     reading's deletion there may be meant."""
     sk = merger.sk
-    copied = {sk.keys[j] for j in merger.new_lines if not weak(sk.keys[j])}
-    copied &= merger.pos.keys()
+    copied = {sk.keys[j] for j in merger.new_lines
+              if not weak(sk.keys[j]) and len(merger.pos.get(sk.keys[j], ())) == 1}
     if not copied:
         return False
     kept = [(i, merger.ok[o]) for i, o in enumerate(origin) if o >= 0 and merger.ok[o] in copied]

@@ -4,13 +4,14 @@ the same line of a definition beside it; anchored there, the new definition seem
 replace the old one's header, and the applier refused the sketch ("deletes original lines
 between two lines that are not certainly placed"). It now reads such a sketch a second time
 with the lines of the definitions it adds, by names the original does not define, kept new
-(``merge._new_code_copies``). The same holds where the block also read as new code
-inserted whole (the two readings' refusal), and where a copied line next to a marker made
-the block's anchors disagree. The second reading is taken when it passes every
-check, unless the sketch shows the old code replaced after all: a new definition made mostly
-of lines the file has (a class renamed, its body kept), new code written within a few lines
-of an old line it copies, or a definition the first reading deleted left with no caller (the
-sketch rewrote its callers to the new name). Then the refusal stands."""
+(``merge._new_code_copies``). The same holds after five other refusals the same
+misplacement causes: the block also reads as inserted whole, its anchors disagree, an edge
+line is left unmatched, a new unit repeats its neighbour, the gap search ties. The second
+reading is taken when it passes every check, unless the sketch shows the old code replaced
+after all: a new definition made mostly of a deleted one's lines (a class renamed, its
+body kept), new code written within a few lines of an old line it copies that the file has
+once, or a definition the first reading deleted left with no caller (the sketch rewrote
+its callers to the new name). Then the refusal stands."""
 
 from __future__ import annotations
 
@@ -416,6 +417,24 @@ def test_new_method_holding_a_line_found_once_goes_before_the_line_after_it():
     result = apply_sketch(CONFIG_TESTS, ENVVAR_TEST, path="tests/flask_tests.py")
     assert result.status == "applied", result.reason
     method = ENVVAR_TEST.split("self.common_object_test(app)\n")[1].split("\n\ndef suite")[0]
+    assert result.merged == CONFIG_TESTS.replace(
+        "        self.common_object_test(app)\n\n\ndef suite",
+        "        self.common_object_test(app)\n" + method + "\n\ndef suite")
+
+# The same new method, ending as its neighbours do: its ``app = flask.Flask(__name__)`` and
+# ``self.common_object_test(app)`` land within a few lines of the last test's, but every
+# test repeats them. Only a line the file has once, copied beside itself, says the old
+# code is rewritten there.
+ENVVAR_TEST_ALIKE = ENVVAR_TEST.replace("flask.Flask('envvar')", "flask.Flask(__name__)").replace(
+    "        assert app.config.from_envvar('FOO_SETTINGS', silent=True) is False\n",
+    "        self.common_object_test(app)\n")
+
+
+def test_new_method_repeating_lines_every_test_has_is_added_below_a_like_one():
+    result = apply_sketch(CONFIG_TESTS, ENVVAR_TEST_ALIKE, path="tests/flask_tests.py")
+    assert result.status == "applied", result.reason
+    method = ENVVAR_TEST_ALIKE.split("self.common_object_test(app)\n", 1)[1].split(
+        "\n\ndef suite")[0]
     assert result.merged == CONFIG_TESTS.replace(
         "        self.common_object_test(app)\n\n\ndef suite",
         "        self.common_object_test(app)\n" + method + "\n\ndef suite")
