@@ -204,7 +204,7 @@ def _new_code_copies(original: str, sketch: str, language: str | None, options: 
     else the first refusal does (``None``). ``gone``: the original lines the first reading
     deleted (the first, and one past the last; empty where none)."""
     try:
-        return _merge(original, sketch, language, options, weights, fresh=gone)
+        return _merge(original, sketch, language, options, weights, again=gone)
     except Abstain:
         return None
 
@@ -215,9 +215,10 @@ _BESIDE = 8  # merged lines: a copy this near the old line it equals is that lin
 
 def _copies_beside(merger: Merger, out: list[str], origin: list[int]) -> bool:
     """Whether a line of the new definitions, one the original has once (a line every test
-    repeats says nothing), lands within ``_BESIDE`` lines of that original line, kept: new code written beside the old code it copies rewrites it (an
-    anonymous function's body moved into a named function where it stands), and the first
-    reading's deletion there may be meant."""
+    repeats says nothing), lands within ``_BESIDE`` lines of that original line, kept: new
+    code written beside the old code it copies rewrites it (an anonymous function's body
+    moved into a named function where it stands), and the first reading's deletion there
+    may be meant."""
     sk = merger.sk
     copied = {sk.keys[j] for j in merger.new_lines
               if not weak(sk.keys[j]) and len(merger.pos.get(sk.keys[j], ())) == 1}
@@ -296,7 +297,10 @@ def _head_by_use(original: str, sketch: str, language: str | None, options: Appl
 
 def _merge(original: str, sketch: str, language: str | None, options: ApplyOptions,
            weights: Weights, head: str | None = None,
-           fresh: tuple[int, int] | None = None) -> Merge:
+           again: tuple[int, int] | None = None) -> Merge:
+    """One reading of the sketch; ``head`` reads a sketch with no first marker as keeping
+    or deleting the file's head, ``again`` is ``_new_code_copies``' second reading (the
+    original lines the first one deleted)."""
     olines = split_lines(original)
     slines = split_lines(sketch)
     okeys = set(olines.keys)
@@ -308,9 +312,9 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
     merger = Merger(olines, sk, language, options, weights)
     merger.head_keeps = head == "keep"
     merger.head_deletes = head == "delete"
-    if fresh is not None:
+    if again is not None:
         merger.new_lines = frozenset(new_definitions(merger, 0, merger.m))
-        if not merger.new_lines or _copied_definition(merger, fresh):
+        if not merger.new_lines or _copied_definition(merger, again):
             raise Abstain(_NOT_NEW)
     fixed = merger.anchor()
     out, origin = merger.assemble(fixed)
@@ -322,8 +326,8 @@ def _merge(original: str, sketch: str, language: str | None, options: ApplyOptio
         merger, out, origin = _as_file_start(merger, out, origin)
     if out == olines.raw and sk.kinds[-1] == IMPLICIT:
         merger, out, origin = _as_file_end(merger, out, origin)
-    if fresh is not None and (_copies_beside(merger, out, origin)
-                              or _orphaned(merger, out, origin, fresh)):
+    if again is not None and (_copies_beside(merger, out, origin)
+                              or _orphaned(merger, out, origin, again)):
         raise Abstain(_NOT_NEW)
     quiet = _blank_runs_only(merger)
     if quiet:

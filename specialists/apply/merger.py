@@ -25,9 +25,11 @@ __all__ = ["AMBIGUOUS", "Merger"]
 
 # ``merge_dp``'s abstains when its earliest and latest optimal alignments give different
 # files: with different code in them, or with the same code and other blank lines.
-NEW_KEY = "\x00new"
 AMBIGUOUS = "ambiguous: the sketch reads as well in more than one place"
 AMBIGUOUS_BLANKS = "ambiguous: the sketch's blank lines read as well in more than one place"
+# The global alignment's key for a line read as new (``Reading.new_lines``): no original
+# line has it.
+_NEW_KEY = "\x00new"
 
 
 def _text_lines(lines: list[str]) -> list[str]:
@@ -90,7 +92,7 @@ class Merger(Reading):
         try:
             keys = sk.keys
             if self.new_lines:  # a key no original line has: these lines stay new
-                keys = [NEW_KEY if j in self.new_lines else key for j, key in enumerate(keys)]
+                keys = [_NEW_KEY if j in self.new_lines else key for j, key in enumerate(keys)]
             return _align.align(self.ok, self.owidth, keys, sk.kinds, sk.widths,
                                 self.shift, removes, weak, costs)
         except ValueError:
