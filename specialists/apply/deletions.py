@@ -12,7 +12,7 @@ from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, bracket_s
                                          closing_line, definition_name, definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain, ReadAgain
-from specialists.apply.similarity import rewrites
+from specialists.apply.similarity import rewrites, similarities
 
 if TYPE_CHECKING:
     from specialists.apply.reading import Reading
@@ -21,6 +21,7 @@ __all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_rem
            "remove_candidates", "whole_definitions"]
 
 _BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
+_LIKE = 0.4  # a new line this alike the one original line it replaces rewrites it
 
 
 def delete(merger: Reading, lo: int, hi: int, by_remove: bool, dry: bool = False,
@@ -220,7 +221,29 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     if not avoidable and (_rewrites_body(merger, ja, pa, pb)
                           or rewrites(new, [merger.ok[p] for p in gone])):
         return
+    if up != down and _one_line_rewritten(merger, ja, jb, gone):
+        return
     raise ReadAgain(UNCERTAIN_DELETION, merger.sk.span(ja, jb), (pa + 1, pb))
+
+
+def _one_line_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool:
+    """One original line deleted and one new line in its place: at its indentation (after
+    the sketch's shift), opening and closing the same brackets, and like it (similarity at
+    least ``_LIKE``). The sketch rewrote that line. Read as an insertion, with the old line
+    kept beside the new one, the file would hold two statements of one shape where the
+    sketch shows one. Only where one of the two lines around is pinned (the caller's
+    ``up != down``): the other, placed next to the rewritten line, is not a copy further
+    off, or the deletion would hold more than that line."""
+    if len(gone) != 1:
+        return False
+    sk = merger.sk
+    new = [j for j in range(ja + 1, jb) if sk.keys[j]]
+    if len(new) != 1:
+        return False
+    j, p = new[0], gone[0]
+    return (sk.widths[j] - merger.shift == merger.owidth[p]
+            and bracket_steps(sk.keys[j]) == bracket_steps(merger.ok[p])
+            and bool(similarities(sk.keys[j], merger.ok, p, p + 1, _LIKE)))
 
 
 UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that are not "

@@ -44,7 +44,10 @@ def code_blocks(merger: Merger) -> Iterator[tuple[int, int]]:
 
 def check_weak_blocks(merger: Merger) -> None:
     """A block that changes something must hold one line that can anchor it: a block of
-    braces, blank lines and ``return`` around new code lands wherever those lines repeat."""
+    braces, blank lines and ``return`` around new code lands wherever those lines repeat.
+    A block between two markers whose only matched lines are blank lands where the blank
+    lines happen to fit (a file's one double blank line, say) and is refused too; at the
+    file's edge, with no marker there, the edge places it."""
     sk = merger.sk
     for start, j in code_blocks(merger):
         keys = [(sk.keys[i], merger.sm[i] >= 0) for i in range(start, j) if sk.keys[i]]
@@ -53,6 +56,21 @@ def check_weak_blocks(merger: Merger) -> None:
                 and all(weak(key) and len(merger.pos[key]) > 1 for key, matched in keys if matched):
             raise Abstain("a block is anchored only by lines that repeat everywhere "
                           "(braces, blank lines)", sk.span(start, j - 1))
+        if keys and not any(matched for _, matched in keys) and _between_markers(
+                merger, start, j) and any(merger.sm[i] >= 0 for i in range(start, j)):
+            raise Abstain(ONLY_BLANKS, sk.span(start, j - 1))
+
+
+ONLY_BLANKS = ("a block between two markers matches the original only in its blank lines: it "
+               "does not say where it goes")
+
+
+def _between_markers(merger: Merger, start: int, end: int) -> bool:
+    """Block start..end has a marker right above and right below it: neither the file's
+    edge nor a remove comment places it."""
+    kinds = merger.sk.kinds
+    return (start > 0 and end < merger.m and kinds[start - 1] == LineKind.MARKER
+            and kinds[end] == LineKind.MARKER)
 
 
 def check_insertion_reading(merger: Merger) -> None:
@@ -73,7 +91,7 @@ def check_insertion_reading(merger: Merger) -> None:
             continue
         gone = [definition_name(ok[p], language) for p in deleted]
         keys = sk.keys[start:end]
-        outer = min(sk.widths[j] for j in range(start, end) if sk.keys[j])
+        outer = min((sk.widths[j] for j in range(start, end) if sk.keys[j]), default=0)
         if defined is None:
             defined = {name for _, name in merger.definitions()}
         if named is None:

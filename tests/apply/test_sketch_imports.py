@@ -78,6 +78,7 @@ class MockServer:
 '''
 
 MOCKS_SKETCH = '''# ... rest of code ...
+import h2.events
 
 from httpx import AsyncioBackend, BaseReader, BaseWriter, Request
 
