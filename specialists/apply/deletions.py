@@ -21,7 +21,9 @@ __all__ = ["check_implicit_deletion", "definitions_named", "delete", "locate_rem
            "remove_candidates", "whole_definitions"]
 
 _BIG_DELETION = 10  # non-blank lines: a deletion this large needs two pinned lines a side
-_LIKE = 0.4  # a new line this alike the one original line it replaces rewrites it
+_LIKE = 0.4  # a new line this alike the original line it stands for rewrites it
+_MOST_REWRITTEN = 3  # lines rewritten one for one beside a line not pinned
+_LEAD = re.compile(r"[\w$.]+")  # a line's first word: a key, a name, a keyword
 
 
 def delete(merger: Reading, lo: int, hi: int, by_remove: bool, dry: bool = False,
@@ -221,29 +223,38 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
     if not avoidable and (_rewrites_body(merger, ja, pa, pb)
                           or rewrites(new, [merger.ok[p] for p in gone])):
         return
-    if up != down and _one_line_rewritten(merger, ja, jb, gone):
+    if up != down and _lines_rewritten(merger, ja, jb, gone):
         return
     raise ReadAgain(UNCERTAIN_DELETION, merger.sk.span(ja, jb), (pa + 1, pb))
 
 
-def _one_line_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool:
-    """One original line deleted and one new line in its place: at its indentation (after
-    the sketch's shift), opening and closing the same brackets, and like it (similarity at
-    least ``_LIKE``). The sketch rewrote that line. Read as an insertion, with the old line
-    kept beside the new one, the file would hold two statements of one shape where the
-    sketch shows one. Only where one of the two lines around is pinned (the caller's
-    ``up != down``): the other, placed next to the rewritten line, is not a copy further
-    off, or the deletion would hold more than that line."""
-    if len(gone) != 1:
+def _lines_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool:
+    """Up to ``_MOST_REWRITTEN`` original lines deleted and as many new lines in their
+    place, each at its old line's indentation (after the sketch's shift), opening and
+    closing the same brackets, and like it (similarity at least ``_LIKE``): the sketch
+    rewrote those lines. Read as an insertion, with the old lines kept beside the new ones,
+    the file would hold two runs of one shape where the sketch shows one. Only where one of
+    the two lines around is pinned (the caller's ``up != down``): the other, placed next to
+    the rewritten lines, is not a copy further off, or the deletion would hold more.
+
+    For more than one line, the first new line also starts with the old one's first word
+    (a key, a name, a keyword): a new entry added to a list of like entries (``NAME:
+    createError(`` and two lines like its neighbour's) lines up with the next entry line
+    by line, and only its name tells the two apart."""
+    if not 1 <= len(gone) <= _MOST_REWRITTEN:
         return False
     sk = merger.sk
     new = [j for j in range(ja + 1, jb) if sk.keys[j]]
-    if len(new) != 1:
+    if len(new) != len(gone):
         return False
-    j, p = new[0], gone[0]
-    return (sk.widths[j] - merger.shift == merger.owidth[p]
-            and bracket_steps(sk.keys[j]) == bracket_steps(merger.ok[p])
-            and bool(similarities(sk.keys[j], merger.ok, p, p + 1, _LIKE)))
+    if len(gone) > 1:
+        first, old = _LEAD.match(sk.keys[new[0]]), _LEAD.match(merger.ok[gone[0]])
+        if first is None or old is None or first.group() != old.group():
+            return False
+    return all(sk.widths[j] - merger.shift == merger.owidth[p]
+               and bracket_steps(sk.keys[j]) == bracket_steps(merger.ok[p])
+               and bool(similarities(sk.keys[j], merger.ok, p, p + 1, _LIKE))
+               for j, p in zip(new, gone))
 
 
 UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that are not "

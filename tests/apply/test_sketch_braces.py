@@ -193,7 +193,7 @@ def test_a_closing_line_is_placed_by_its_brackets(original: str, sketch: str,
 def test_the_same_sketch_in_python_has_no_brackets_to_go_by() -> None:
     # The rule is for brace languages only; the language named decides. The new line is
     # unlike the one it replaces, so it does not read as that line rewritten either
-    # (``deletions._one_line_rewritten``, which answers the sketch above in Python too).
+    # (``deletions._lines_rewritten``, which answers the sketch above in Python too).
     sketch = LOOP_SKETCH.replace("notify(q[i], args);", "stopped = true;")
     assert apply_sketch(LOOP, sketch, language="javascript", path="lib/a.js").applied
     result = apply_sketch(LOOP, sketch, language="python", path="lib/a.py")

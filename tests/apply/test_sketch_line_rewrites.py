@@ -1,12 +1,14 @@
 """One line rewritten beside a line that is not pinned, and blocks placed by blank lines
 alone (the applier, issue 36: tests by kind of sketch).
 
-A sketch that rewrites one line often shows it with a blank line or a repeated line on one
-side and a pinned line on the other. The deletion check refused such sketches ("deletes
-original lines between two lines that are not certainly placed") unless the new line was
-very like the old one. Now one new line in the place of one deleted line, at its
-indentation, with the same brackets and like it (``deletions._one_line_rewritten``), reads
-as that line rewritten. An unlike line, or one at another depth, is still refused.
+A sketch that rewrites a line or two often shows them with a blank line or a repeated line
+on one side and a pinned line on the other. The deletion check refused such sketches
+("deletes original lines between two lines that are not certainly placed") unless every
+new line was very like an old one. Now up to three new lines in the place of as many
+deleted lines, each at its old line's indentation, with the same brackets and like it
+(``deletions._lines_rewritten``), read as those lines rewritten; for more than one line the
+first also starts with the old one's first word. An unlike line, one at another depth, or
+a run whose first word changed is still refused.
 
 A block between two markers that matches the original only in its blank lines says nothing
 of where it goes; it used to land where its blank lines happened to fit, beside the line it
@@ -104,6 +106,47 @@ def test_one_python_line_rewritten_below_a_repeated_line():
     # as alike as 0.48: below the plain rewrite test's 0.6, above this reading's 0.4
     assert result.merged == original.replace("make_log(options.level)",
                                              "logging.getLogger(__name__)")
+
+
+SERVER = """function teardown(app) {
+  const env = process.env;
+
+  const port = readPort(env);
+  app.close();
+}
+
+function setup(app) {
+  const env = process.env;
+
+  const port = readPort(env);
+  const host = env.HOST || 'localhost';
+  app.listen(port, host);
+}
+"""
+
+
+def _server_sketch(first: str) -> str:
+    return ("// ... existing code ...\n  const env = process.env;\n\n" + first + "\n"
+            "  const host = hostFrom(config);\n  app.listen(port, host);\n"
+            "// ... existing code ...\n")
+
+
+def test_two_lines_rewritten_one_for_one_are_applied():
+    # the second line is only 0.54 like the old one, below the plain rewrite test's 0.6;
+    # `const env = process.env;` and the blank line under it are in both functions
+    first = "  const port = Number(process.argv[2]);"
+    result = apply_sketch(SERVER, _server_sketch(first), language="javascript", path="s.js")
+    assert result.status == "applied", result.reason
+    assert result.merged == SERVER.replace(
+        "  const port = readPort(env);\n  const host = env.HOST || 'localhost';",
+        first + "\n  const host = hostFrom(config);")
+
+
+def test_two_lines_whose_first_word_changed_are_still_refused():
+    first = "  let port = Number(process.argv[2]);"
+    result = apply_sketch(SERVER, _server_sketch(first), language="javascript", path="s.js")
+    assert result.status == "abstained"
+    assert result.reason == UNCERTAIN
 
 
 HEADER = """'use strict'
