@@ -287,6 +287,13 @@ def _head_lines(keys: list[str]) -> bool:
     return True
 
 
+# A module's exports (``exports.Option = Option;``, ``module.exports = ...``, ``export
+# {...}``) close a file as its definitions do: a sketch ending above them with no marker has
+# ended the file (the frontier style, which drops them) or forgotten its marker (the house
+# style, which keeps them), and does not say which.
+_EXPORTS = re.compile(r"(?:module\.)?exports\b|export\s")
+
+
 def _edge_deletes(merger: Reading, sep: int, lo: int, hi: int, rest: list[str]) -> bool:
     """Whether original lines lo..hi, before the sketch's first (after its last) line and no
     marker there, are deleted: the sketch starts (ends) the file. Frontier models leave
@@ -318,7 +325,8 @@ def _edge_deletes(merger: Reading, sep: int, lo: int, hi: int, rest: list[str]) 
         return False
     first_rest = next(q for q in range(lo, hi) if merger.ok[q])
     starts_def = (definition_name(merger.ok[first_rest], merger.language) is not None
-                  or merger.ok[first_rest].startswith("@"))
+                  or merger.ok[first_rest].startswith("@")
+                  or _EXPORTS.match(merger.ok[first_rest]) is not None)
     if not starts_def:
         return False
     if EDGE_MODE["tail"] == "abstain":

@@ -3,7 +3,8 @@ by kind of sketch; first written as issue 16's rounds 8 and 10). A sketch that e
 original line moved to another depth with code beyond it abstains (at the file's end it
 applies); one with no first marker that changes nothing unless it starts the file, below a
 docstring it does not show, deletes that docstring (with no last marker: ends the file
-above a definition); below code it still abstains."""
+above a definition); below code it still abstains. One that ends above a JavaScript
+module's exports with no last marker abstains as above a definition."""
 
 from __future__ import annotations
 
@@ -106,3 +107,44 @@ def test_sketch_that_ends_above_a_definition_and_changes_nothing_else_deletes_it
     result = apply_sketch(BLUEPRINT, BLUEPRINT_SKETCH, path="blueprints.py")
     assert result.applied, result.reason
     assert result.merged == BLUEPRINT.split("\n\n")[0] + "\n"
+
+
+OPTION = '''const { InvalidArgumentError } = require('./error.js');
+
+class Option {
+  constructor(flags) {
+    this.flags = flags;
+    this.hidden = false;
+  }
+}
+
+function splitOptionFlags(flags) {
+  const parts = flags.split(/[ |,]+/);
+  return { shortFlag: parts[0], longFlag: parts[1] };
+}
+
+exports.Option = Option;
+exports.splitOptionFlags = splitOptionFlags;
+'''
+
+OPTION_SKETCH = '''// ... existing code ...
+function splitOptionFlags(flags) {
+  const parts = flags.split(/[ ,|]+/);
+  return { shortFlag: parts[0], longFlag: parts[1] };
+}
+'''
+
+
+def test_a_sketch_ending_above_the_exports_with_no_marker_abstains() -> None:
+    # it ends the file (the exports go, as a frontier model means) or forgot its last
+    # marker (they stay): the sketch does not say, as above a definition
+    result = apply_sketch(OPTION, OPTION_SKETCH, language="javascript", path="lib/option.js")
+    assert result.status == "abstained"
+    assert result.reason.startswith("the sketch ends with no marker above definitions")
+
+
+def test_the_same_sketch_with_its_last_marker_keeps_the_exports() -> None:
+    sketch = OPTION_SKETCH + "// ... existing code ...\n"
+    result = apply_sketch(OPTION, sketch, language="javascript", path="lib/option.js")
+    assert result.status == "applied", result.reason
+    assert result.merged == OPTION.replace("/[ |,]+/", "/[ ,|]+/")
