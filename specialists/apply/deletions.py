@@ -9,7 +9,8 @@ import re
 from typing import TYPE_CHECKING
 
 from specialists.apply.languages import (BRACE_LANGUAGES, bracket_net, bracket_steps,
-                                         closing_line, definition_name, definition_start)
+                                         closing_line, comment_syntax, definition_name,
+                                         definition_start)
 from specialists.apply.markers import LineKind, MarkerInfo
 from specialists.apply.result import Abstain, ReadAgain
 from specialists.apply.similarity import rewrites, similarities
@@ -225,6 +226,8 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
         return
     if up != down and _lines_rewritten(merger, ja, jb, gone):
         return
+    if down and not up and _comment_rewritten(merger, ja, jb, gone):
+        return
     raise ReadAgain(UNCERTAIN_DELETION, merger.sk.span(ja, jb), (pa + 1, pb))
 
 
@@ -255,6 +258,28 @@ def _lines_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool
                and bracket_steps(sk.keys[j]) == bracket_steps(merger.ok[p])
                and bool(similarities(sk.keys[j], merger.ok, p, p + 1, _LIKE))
                for j, p in zip(new, gone))
+
+
+def _comment_line(key: str, language: str | None) -> bool:
+    """Whether a stripped line is a comment: the language's line comment, or in a language
+    with ``//`` comments also a block comment's line (``/*``, ``*``, ``*/``)."""
+    prefix = comment_syntax(language).prefix
+    if prefix != "//":
+        return key.startswith(prefix)
+    return key.startswith(("//", "/*", "*")) or key.endswith("*/")
+
+
+def _comment_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool:
+    """Every original line deleted is a comment, the sketch writes a comment in their place,
+    and the line below is pinned (the caller's ``down and not up``): the comment over that
+    line was rewritten. Placed on a copy of the upper line further up, the deletion would
+    hold code too. Not where only the upper line is pinned: a comment that opens the code
+    below is that code's, and the code may be placed elsewhere."""
+    language = merger.language
+    if not gone or not all(_comment_line(merger.ok[p], language) for p in gone):
+        return False
+    return any(_comment_line(merger.sk.keys[j], language) for j in range(ja + 1, jb)
+               if merger.sk.keys[j])
 
 
 UNCERTAIN_DELETION = ("the sketch deletes original lines between two lines that are not "

@@ -8,7 +8,9 @@ new line was very like an old one. Now up to three new lines in the place of as 
 deleted lines, each at its old line's indentation, with the same brackets and like it
 (``deletions._lines_rewritten``), read as those lines rewritten; for more than one line the
 first also starts with the old one's first word. An unlike line, one at another depth, or
-a run whose first word changed is still refused.
+a run whose first word changed is still refused. A comment rewritten over a pinned line
+(``deletions._comment_rewritten``: every deleted line a comment, a comment written in
+their place) is read the same way, at any length.
 
 A block between two markers that matches the original only in its blank lines says nothing
 of where it goes; it used to land where its blank lines happened to fit, beside the line it
@@ -196,3 +198,49 @@ def test_a_block_at_the_file_start_is_placed_by_the_edge():
     result = apply_sketch(HELPER, sketch, language="javascript", path="if.js")
     assert result.status == "applied", result.reason
     assert result.merged == head + HELPER.split("\n", 2)[2]
+
+
+DISPATCH = """function dispatchRequest(config) {
+  throwIfCancellationRequested(config);
+
+  // Transform request data
+  config.data = transformData.call(config, config.transformRequest);
+
+  return adapter(config).then(function onAdapterResolution(response) {
+    throwIfCancellationRequested(config);
+
+    // Transform response data
+    response.data = transformData.call(config, config.transformResponse, response);
+
+    return response;
+  });
+}
+"""
+
+DISPATCH_SKETCH = """// ... existing code ...
+    throwIfCancellationRequested(config);
+
+    // Expose the response so that transformResponse can attach it
+    // to any error it throws.
+    response.data = transformData.call(config, config.transformResponse, response);
+// ... existing code ...
+"""
+
+
+def test_a_comment_rewritten_over_a_pinned_line_is_applied():
+    # the line above the comment is one of two like it; the line below is found once
+    result = apply_sketch(DISPATCH, DISPATCH_SKETCH, language="javascript", path="d.js")
+    assert result.status == "applied", result.reason
+    assert result.merged == DISPATCH.replace(
+        "    // Transform response data\n",
+        "    // Expose the response so that transformResponse can attach it\n"
+        "    // to any error it throws.\n")
+
+
+def test_code_deleted_beside_the_comment_is_still_refused():
+    # the sketch also drops a line of code there: not a comment rewritten
+    original = DISPATCH.replace("    // Transform response data\n",
+                                "    // Transform response data\n    log(response);\n")
+    result = apply_sketch(original, DISPATCH_SKETCH, language="javascript", path="d.js")
+    assert result.status == "abstained"
+    assert result.reason == UNCERTAIN
