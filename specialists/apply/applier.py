@@ -100,6 +100,7 @@ def _apply(original: str, sketch: str, language: str | None, path: str | None,
     checks.check_local_duplicates(merged.out, merged.origin)
     checks.check_split_imports(merged.out, merged.origin)
     checks.check_redefinitions(merged.out, merged.origin, language)
+    checks.check_imported_definitions(merged.out, merged.origin, language)
     checks.check_deletions(merged.deleted_by_context, merged.lines.keys, opts)
     if opts.parse_check:
         checks.check_parse(merged.lines.raw, merged.out, merged.origin, language)

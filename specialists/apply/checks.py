@@ -25,8 +25,9 @@ from specialists.apply.languages import definition_name
 from specialists.apply.result import Abstain, ApplyOptions
 from specialists.apply.text import indent_width, indent_widths
 
-__all__ = ["check_deletions", "check_local_duplicates", "check_parse", "check_placeholders",
-           "check_redefinitions", "has_parse_error", "parser_for"]
+__all__ = ["check_deletions", "check_imported_definitions", "check_local_duplicates",
+           "check_parse", "check_placeholders", "check_redefinitions", "has_parse_error",
+           "parser_for"]
 
 _GRAMMARS = {
     "python": ("tree_sitter_python", "language"),
@@ -88,6 +89,56 @@ def check_local_duplicates(out: list[str], origin: list[int], reach: int = 3) ->
         for q in range(max(0, k - reach), min(len(out), k + reach + 1)):
             if origin[q] >= 0 and out[q].strip() == key:
                 raise Abstain(f"the merge would put a copy of {key!r} next to the original line")
+
+
+_BINDS = (
+    re.compile(r"^import\s+(?:type\s+)?(?P<names>[\w$]+(?:\s*,\s*\{[^}]*\})?|\{[^}]*\}|"
+               r"\*\s+as\s+[\w$]+)\s+from\b"),  # JavaScript / TypeScript
+    re.compile(r"^(?:const|let|var)\s+(?P<names>[\w$]+|\{[^}]*\})\s*=\s*require\("),
+    re.compile(r"^from\s+[\w.]+\s+import\s+(?P<names>[^()#]+?)\s*(?:#.*)?$"),  # Python
+)
+
+
+def _bound_names(key: str) -> set[str]:
+    """The names a one-line import binds (``import a, {b as c} from``, ``const {d} =
+    require(...)``, ``from m import e as f``), or none when the line is not one."""
+    for pattern in _BINDS:
+        m = pattern.match(key)
+        if m is None:
+            continue
+        names = set()
+        for part in re.split(r"[,{}]", m.group("names")):
+            part = part.strip()
+            if not part or part == "*":
+                continue
+            words = re.split(r"\s+as\s+|\s*:\s*", part)
+            name = words[-1].strip()
+            if re.fullmatch(r"[\w$]+", name):
+                names.add(name)
+        return names
+    return set()
+
+
+def check_imported_definitions(out: list[str], origin: list[int],
+                               language: str | None) -> None:
+    """A new import binds a name that a definition the merge keeps at the file's top level
+    defines too. The sketch moved that definition to the module it now imports from (and
+    its marker kept the old one), or imports a name the file already has: either way the
+    file would define the name twice (a JavaScript module does not even load). Abstain."""
+    names: dict[str, str] = {}
+    for line, o in zip(out, origin):
+        if o < 0 and line[:1] not in (" ", "\t"):
+            for name in _bound_names(line.strip()):
+                names[name] = line.strip()
+    if not names:
+        return
+    for line, o in zip(out, origin):
+        if o < 0 or line[:1] in (" ", "\t") or not line.strip():
+            continue
+        found = definition_name(line.strip(), language)
+        if found is not None and found[1] in names:
+            raise Abstain(f"the sketch imports {found[1]!r} ({names[found[1]]!r}) and the "
+                          "file still defines it: it does not say the definition went")
 
 
 _IMPORT_FROM = re.compile(r"^(?:from\s+([\w.]+)\s+import\b|import\s+([\w.]+)\s*$"

@@ -228,6 +228,8 @@ def check_implicit_deletion(merger: Reading, ja: int, pa: int, jb: int, pb: int)
         return
     if down and not up and _comment_rewritten(merger, ja, jb, gone):
         return
+    if up != down and _one_line_dropped(merger, ja, jb, gone):
+        return
     raise ReadAgain(UNCERTAIN_DELETION, merger.sk.span(ja, jb), (pa + 1, pb))
 
 
@@ -258,6 +260,19 @@ def _lines_rewritten(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool
                and bracket_steps(sk.keys[j]) == bracket_steps(merger.ok[p])
                and bool(similarities(sk.keys[j], merger.ok, p, p + 1, _LIKE))
                for j, p in zip(new, gone))
+
+
+def _one_line_dropped(merger: Reading, ja: int, jb: int, gone: list[int]) -> bool:
+    """One original line deleted, a whole statement (it opens and closes no bracket), and
+    nothing written in its place, beside a pinned line (the caller's ``up != down``): the
+    sketch dropped that line (an import, a keyword argument, an entry). The line not pinned
+    stands right next to it, so placed on a copy further off the deletion would hold more
+    than one line. A line that only closes brackets is left out: ``}`` repeats, and which
+    one goes the sketch does not say."""
+    if len(gone) != 1 or any(merger.sk.keys[j] for j in range(ja + 1, jb)):
+        return False
+    key = merger.ok[gone[0]]
+    return bracket_steps(key) == (0, 0) and not _CLOSER.match(key)
 
 
 def _comment_line(key: str, language: str | None) -> bool:

@@ -314,10 +314,17 @@ def test_copied_lines_do_not_delete_the_code_they_copy() -> None:
 
 
 def test_uncertain_implicit_deletion_abstains() -> None:
-    # "setup()" and "check(2)" repeat: which lines between them go is not certain.
-    sketch = "# ...\n    setup()\n    check(2)\n# ...\n"
+    # "setup()" and "teardown()" repeat: which lines between them go is not certain.
+    sketch = "# ...\n    setup()\n    teardown()\n# ...\n"
     result = apply_sketch(COPIES, sketch, path="c.py")
     assert not result.applied and result.reason
+
+
+def test_one_line_dropped_below_a_repeated_line_applies() -> None:
+    # "check(2)" is found once: the "setup()" right above it is the one the sketch shows,
+    # and the one line between goes (any other "setup()" would delete more than a line)
+    sketch = "# ...\n    setup()\n    check(2)\n# ...\n"
+    assert _merged(COPIES, sketch, path="c.py") == COPIES.replace("    run(2)\n", "")
 
 
 def test_pinned_implicit_deletion_applies() -> None:

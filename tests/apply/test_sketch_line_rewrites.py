@@ -244,3 +244,49 @@ def test_code_deleted_beside_the_comment_is_still_refused():
     result = apply_sketch(original, DISPATCH_SKETCH, language="javascript", path="d.js")
     assert result.status == "abstained"
     assert result.reason == UNCERTAIN
+
+
+BUILD = '''"""
+Helpers.
+"""
+
+from __future__ import absolute_import
+
+from ._compat import isclass
+
+
+def build(path):
+    """
+    Build it.
+    """
+    return isclass(path)
+'''
+
+
+def test_one_line_dropped_beside_a_pinned_line_is_applied():
+    # the docstring quotes above are one of four; the import below is found once
+    sketch = '# ... existing code ...\n"""\n\nfrom ._compat import isclass\n# ...\n'
+    result = apply_sketch(BUILD, sketch, language="python", path="b.py")
+    assert result.status == "applied", result.reason
+    assert result.merged == BUILD.replace("from __future__ import absolute_import\n\n", "")
+
+
+LOADER = """import { join } from './path.js';
+
+function normalize(url) {
+  return url.trim();
+}
+
+export function load(url) {
+  return join(normalize(url));
+}
+"""
+
+
+def test_a_new_import_of_a_name_the_file_still_defines_is_refused():
+    # the commit moved normalize() to a helper; the sketch's marker keeps the old one
+    sketch = ("import { join } from './path.js';\nimport normalize from './normalize.js';\n"
+              "// ... existing code ...\n")
+    result = apply_sketch(LOADER, sketch, language="javascript", path="load.js")
+    assert result.status == "abstained"
+    assert result.reason.startswith("the sketch imports 'normalize'")
