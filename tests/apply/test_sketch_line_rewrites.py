@@ -10,7 +10,10 @@ deleted lines, each at its old line's indentation, with the same brackets and li
 first also starts with the old one's first word. An unlike line, one at another depth, or
 a run whose first word changed is still refused. A comment rewritten over a pinned line
 (``deletions._comment_rewritten``: every deleted line a comment, a comment written in
-their place) is read the same way, at any length.
+their place) is read the same way, at any length, and so is one whole statement dropped
+beside a pinned line (``deletions._one_line_dropped``). A new import of a name the file
+still defines is refused (``checks.check_imported_definitions``): the sketch moved the
+definition away and its marker kept it.
 
 A block between two markers that matches the original only in its blank lines says nothing
 of where it goes; it used to land where its blank lines happened to fit, beside the line it
