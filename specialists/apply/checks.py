@@ -128,14 +128,15 @@ def check_imported_definitions(out: list[str], origin: list[int],
     names: dict[str, str] = {}
     for line, o in zip(out, origin):
         if o < 0 and line[:1] not in (" ", "\t"):
-            for name in _bound_names(line.strip()):
-                names[name] = line.strip()
+            key = line.strip()
+            names.update(dict.fromkeys(_bound_names(key), key))
     if not names:
         return
     for line, o in zip(out, origin):
-        if o < 0 or line[:1] in (" ", "\t") or not line.strip():
+        key = line.strip()
+        if o < 0 or line[:1] in (" ", "\t") or not key:
             continue
-        found = definition_name(line.strip(), language)
+        found = definition_name(key, language)
         if found is not None and found[1] in names:
             raise Abstain(f"the sketch imports {found[1]!r} ({names[found[1]]!r}) and the "
                           "file still defines it: it does not say the definition went")

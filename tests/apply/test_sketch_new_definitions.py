@@ -397,13 +397,19 @@ def suite():
 '''
 
 
-def test_new_method_holding_a_line_found_once_goes_before_the_line_after_it():
-    result = apply_sketch(CONFIG_TESTS, ENVVAR_TEST, path="tests/flask_tests.py")
+def _assert_method_added_before_suite(sketch: str) -> None:
+    """The sketch's new method (between its first ``self.common_object_test(app)`` and
+    ``suite``) lands after the last test, before ``suite``, and nothing else changes."""
+    result = apply_sketch(CONFIG_TESTS, sketch, path="tests/flask_tests.py")
     assert result.status == "applied", result.reason
-    method = ENVVAR_TEST.split("self.common_object_test(app)\n")[1].split("\n\ndef suite")[0]
+    method = sketch.split("self.common_object_test(app)\n", 1)[1].split("\n\ndef suite")[0]
     assert result.merged == CONFIG_TESTS.replace(
         "        self.common_object_test(app)\n\n\ndef suite",
         "        self.common_object_test(app)\n" + method + "\n\ndef suite")
+
+
+def test_new_method_holding_a_line_found_once_goes_before_the_line_after_it():
+    _assert_method_added_before_suite(ENVVAR_TEST)
 
 # The same new method, ending as its neighbours do: its ``app = flask.Flask(__name__)`` and
 # ``self.common_object_test(app)`` land within a few lines of the last test's, but every
@@ -415,10 +421,4 @@ ENVVAR_TEST_ALIKE = ENVVAR_TEST.replace("flask.Flask('envvar')", "flask.Flask(__
 
 
 def test_new_method_repeating_lines_every_test_has_is_added_below_a_like_one():
-    result = apply_sketch(CONFIG_TESTS, ENVVAR_TEST_ALIKE, path="tests/flask_tests.py")
-    assert result.status == "applied", result.reason
-    method = ENVVAR_TEST_ALIKE.split("self.common_object_test(app)\n", 1)[1].split(
-        "\n\ndef suite")[0]
-    assert result.merged == CONFIG_TESTS.replace(
-        "        self.common_object_test(app)\n\n\ndef suite",
-        "        self.common_object_test(app)\n" + method + "\n\ndef suite")
+    _assert_method_added_before_suite(ENVVAR_TEST_ALIKE)
